@@ -1,0 +1,60 @@
+"""torchbuild's tasks: `inv --list`. Each task parses its flags and calls torchbuild; no logic here."""
+
+from pathlib import Path
+
+from invoke import Collection, task
+
+from torchbuild import cli
+
+ROOT = Path(__file__).resolve().parent
+
+
+@task(help={
+    "url": "repository to clone (default: source.url)",
+    "ref": "branch, tag or commit to check out (default: the pinned commit)",
+    "path": "checkout folder (default: source.path, pytorch/)",
+    "jobs": "submodules fetched at once (default: 4 x cores, at most 16)",
+    "depth": "shallow clone with this much history (turns the mirror cache off)",
+    "shallow-submodules": "clone submodules with depth 1",
+    "no-cache": "do not use or fill the mirror cache",
+    "force-skip": "exit 0 even when submodules holding work were left alone",
+    "dry-run": "print the commands, run nothing",
+    "verbose": "show every git command",
+})
+def clone(c, url=None, ref=None, path=None, jobs=None, depth=None, shallow_submodules=False,
+          no_cache=False, force_skip=False, dry_run=False, verbose=False):
+    """Clone the source with every nested submodule: parallel, resumable, through mirrors."""
+    cli.main(ROOT, "clone", verbose=verbose, dry_run=dry_run, force_skip=force_skip, flags={
+        "source.url": url, "source.ref": ref, "source.path": path, "git.jobs": jobs, "git.depth": depth,
+        "git.shallow_submodules": shallow_submodules or None, "git.cache": False if no_cache else None,
+    })
+
+
+@task(help={
+    "path": "checkout folder (default: source.path)",
+    "jobs": "submodules fetched at once",
+    "no-cache": "do not use or fill the mirror cache",
+    "force-skip": "exit 0 even when submodules holding work were left alone",
+    "dry-run": "print the commands, run nothing",
+    "verbose": "show every git command",
+})
+def sync(c, path=None, jobs=None, no_cache=False, force_skip=False, dry_run=False, verbose=False):
+    """Sync submodule urls and update them to the recorded commits, never clobbering work."""
+    cli.main(ROOT, "sync", verbose=verbose, dry_run=dry_run, force_skip=force_skip, flags={
+        "source.path": path, "git.jobs": jobs, "git.cache": False if no_cache else None,
+    })
+
+
+@task(name="config")
+def show_config(c):
+    """Print the effective configuration and where each value came from."""
+    cli.main(ROOT, "show_config")
+
+
+@task(help={"path": "where to put the demo (default: <cache dir>/demo)", "verbose": "show every command"})
+def demo(c, path=None, verbose=False):
+    """Run the whole job on the embedded demo project (a small PyTorch-shaped upstream)."""
+    cli.main(ROOT, "demo", verbose=verbose, path=path)
+
+
+ns = Collection(clone, sync, show_config, demo)

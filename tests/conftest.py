@@ -1,0 +1,89 @@
+"""Fixtures: git isolated from the user's config, demo upstreams in tmp dirs, and `inv` as a user runs it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from torchbuild import console
+from torchbuild.demo import Upstream, make_upstream
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path_factory, monkeypatch):
+    """A fake HOME, no system git config, a tmp cache dir, no TORCHBUILD_* from the caller."""
+    home = tmp_path_factory.mktemp("home")
+    for key in list(os.environ):
+        if key.startswith(("TORCHBUILD_", "GIT_")) or key in ("NO_COLOR", "XDG_CONFIG_HOME"):
+            monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Test")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@example.invalid")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "Test")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "test@example.invalid")
+    monkeypatch.setenv("TORCHBUILD_GIT_RETRY_DELAY", "0")
+    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n[advice]\n\tdetachedHead = false\n")
+    monkeypatch.setattr(console, "console", console.Console(color=False))
+    return home
+
+
+@pytest.fixture
+def upstream(tmp_path) -> Upstream:
+    return make_upstream(tmp_path / "upstream")
+
+
+@dataclass
+class Done:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def inv(*args: str, root: Path = REPO, env: dict | None = None, check: bool | None = None,
+        timeout: float = 120) -> Done:
+    """Run `inv <args>` as a user would, from the project at `root`."""
+    full_env = dict(os.environ, **(env or {}))
+    proc = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(root), *args],
+                          capture_output=True, text=True, env=full_env, timeout=timeout, stdin=subprocess.DEVNULL)
+    done = Done(proc.returncode, proc.stdout, proc.stderr)
+    if check is True and done.returncode != 0:
+        raise AssertionError(f"inv {' '.join(args)} failed ({done.returncode}):\n{done.output}")
+    if check is False and done.returncode == 0:
+        raise AssertionError(f"inv {' '.join(args)} unexpectedly succeeded:\n{done.output}")
+    return done
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def tree_state(repo: Path) -> dict[str, tuple[str, str]]:
+    """HEAD and porcelain status of `repo` and every nested submodule: equal means untouched."""
+    state = {".": (git(repo, "rev-parse", "HEAD"), git(repo, "status", "--porcelain"))}
+    out = git(repo, "submodule", "foreach", "--quiet", "--recursive",
+              'echo "$displaypath $(git rev-parse HEAD)"')
+    for line in out.splitlines():
+        path, sha = line.split()
+        state[path] = (sha, git(repo / path, "status", "--porcelain"))
+    return state
+
+
+def copy_project(dest: Path) -> Path:
+    """A project folder with tasks.py, for tests that need their own superproject."""
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "tasks.py", dest / "tasks.py")
+    return dest

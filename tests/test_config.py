@@ -1,0 +1,103 @@
+"""Config: defaults < torchbuild.yaml < environment < flags, and errors that name file, line and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from torchbuild import config
+from torchbuild.errors import ConfigError
+
+from .conftest import inv
+
+
+def load(tmp_path: Path, text: str | None, env: dict | None = None, flags: dict | None = None) -> config.Config:
+    if text is not None:
+        (tmp_path / "torchbuild.yaml").write_text(text)
+    return config.load(tmp_path, env or {"HOME": str(tmp_path)}, flags)
+
+
+def test_defaults_without_a_file(tmp_path):
+    cfg = load(tmp_path, None)
+    assert cfg.file is None
+    assert cfg.source.path == "pytorch" and cfg.git.cache is True and cfg.git.jobs is None
+    assert cfg.source_path == tmp_path.resolve() / "pytorch"
+    assert all(origin == "default" for _, _, origin in cfg.items())
+
+
+def test_precedence_file_then_env_then_flags(tmp_path):
+    text = "git:\n  jobs: 3\n  retries: 5\nsource:\n  ref: v2.5.0\n"
+    cfg = load(tmp_path, text, env={"TORCHBUILD_GIT_JOBS": "6", "HOME": "/h"}, flags={"git.jobs": "9", "source.url": None})
+    assert cfg.git.jobs == 9 and cfg.origins["git.jobs"] == "flag --jobs"
+    assert cfg.git.retries == 5 and cfg.origins["git.retries"] == "torchbuild.yaml:3" or cfg.origins["git.retries"].endswith("torchbuild.yaml:3")
+    assert cfg.source.ref == "v2.5.0"
+    cfg = load(tmp_path, text, env={"TORCHBUILD_GIT_JOBS": "6", "HOME": "/h"})
+    assert cfg.git.jobs == 6 and cfg.origins["git.jobs"] == "env TORCHBUILD_GIT_JOBS"
+
+
+def test_env_parses_lists_mappings_and_booleans(tmp_path):
+    env = {"TORCHBUILD_MATRIX_PYTHONS": "3.8, 3.12", "TORCHBUILD_MIRRORS_GIT": "https://github.com/=https://m.example/gh/",
+           "TORCHBUILD_GIT_CACHE": "off", "HOME": "/h"}
+    cfg = load(tmp_path, None, env=env)
+    assert cfg.matrix.pythons == ["3.8", "3.12"]
+    assert cfg.mirrors.git == {"https://github.com/": "https://m.example/gh/"}
+    assert cfg.git.cache is False
+
+
+def test_config_is_frozen(tmp_path):
+    cfg = load(tmp_path, None)
+    with pytest.raises(AttributeError):
+        cfg.git.jobs = 4  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("git:\n  jobs: 2\n  jbos: 4\n", r"torchbuild.yaml:3: unknown key 'git.jbos' \(did you mean 'jobs'\?\)"),
+    ("sourc:\n  url: x\n", r"torchbuild.yaml:1: unknown section 'sourc' \(did you mean 'source'\?\)"),
+    ("git:\n  jobs: many\n", r"torchbuild.yaml:2: git.jobs: expected a whole number, got 'many'"),
+    ("git:\n  jobs: -2\n", r"torchbuild.yaml:2: git.jobs: must be at least 1, got -2"),
+    ("build:\n  cuda: banana\n", r"torchbuild.yaml:2: build.cuda: bad CUDA version 'banana'"),
+    ("matrix:\n  pythons: [3.10]\n", r"torchbuild.yaml:2: matrix.pythons: Python versions must be quoted"),
+    ("git:\n  cache: maybe\n", r"torchbuild.yaml:2: git.cache: expected true or false"),
+    ("git:\n  jobs: 2\n  jobs: 3\n", r"torchbuild.yaml:3: 'git.jobs' is set twice \(first at line 2\)"),
+    ("source:\n  url: [a\n", r"torchbuild.yaml:\d+: YAML syntax error"),
+    ("- a\n- b\n", r"torchbuild.yaml:1: the file must be a mapping"),
+    ("mirrors:\n  git: [a, b]\n", r"torchbuild.yaml:2: mirrors.git: expected a mapping, got a list"),
+])
+def test_bad_yaml_names_file_line_and_key(tmp_path, text, expected):
+    with pytest.raises(ConfigError, match=expected) as info:
+        load(tmp_path, text)
+    assert info.value.hint
+
+
+def test_bad_environment_value_names_the_variable(tmp_path):
+    with pytest.raises(ConfigError, match="environment TORCHBUILD_GIT_RETRIES: expected a whole number"):
+        load(tmp_path, None, env={"TORCHBUILD_GIT_RETRIES": "x", "HOME": "/h"})
+
+
+def test_inv_config_shows_values_and_origins(tmp_path):
+    (tmp_path / "tb.yaml").write_text("git:\n  retries: 7\n")
+    done = inv("config", env={"TORCHBUILD_CONFIG": str(tmp_path / "tb.yaml"), "TORCHBUILD_GIT_JOBS": "5"}, check=True)
+    lines = {line.split()[0]: line for line in done.stdout.splitlines() if not line.startswith("#")}
+    assert lines["git.retries"].split()[1] == "7" and lines["git.retries"].endswith("tb.yaml:2")
+    assert lines["git.jobs"].split()[1] == "5" and lines["git.jobs"].endswith("env TORCHBUILD_GIT_JOBS")
+    assert lines["source.path"].split()[1] == "pytorch" and lines["source.path"].endswith("default")
+
+
+def test_malformed_yaml_is_one_line_error_and_exit_2(tmp_path):
+    (tmp_path / "tb.yaml").write_text("git:\n  jobs: 4\n  shallow: yes\n")
+    done = inv("clone", "--path", str(tmp_path / "co"), env={"TORCHBUILD_CONFIG": str(tmp_path / "tb.yaml")})
+    assert done.returncode == 2
+    assert "tb.yaml:3: unknown key 'git.shallow' (did you mean 'shallow_submodules'?)" in done.stderr
+    assert "Traceback" not in done.output
+    assert not (tmp_path / "co").exists()
+
+
+def test_bad_flag_value_names_the_flag(tmp_path):
+    done = inv("clone", "--jobs", "0", "--path", str(tmp_path / "co"))
+    assert done.returncode == 2 and "--jobs: must be at least 1, got 0" in done.stderr
+
+
+def test_unknown_task_flag_is_refused(tmp_path):
+    done = inv("clone", "--colour", "blue")
+    assert done.returncode != 0 and "--colour" in done.output

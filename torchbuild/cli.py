@@ -1,0 +1,53 @@
+"""The top-level handler: configure output, load the Config, run a command, map errors to exit codes.
+
+tasks.py and noxfile.py call `main`; nothing heavy is imported until a task runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import console
+from .errors import Interrupted, TorchbuildError
+
+
+def main(root: Path, command: str, flags: Mapping[str, Any] | None = None, verbose: bool = False,
+         **options: Any) -> None:
+    """Run torchbuild.commands.<command>(config, **options); exit non-zero with one clear message on failure."""
+    env = os.environ
+    con = console.configure(env, verbose=verbose)
+    debug = bool(env.get("TORCHBUILD_DEBUG"))
+    from .run import children, install_signal_handlers
+
+    install_signal_handlers()
+    try:
+        from . import config
+
+        cfg = config.load(root, env, flags)
+        commands = importlib.import_module("torchbuild.commands")
+        code = getattr(commands, command)(cfg, **options)
+    except KeyboardInterrupt:
+        children.stop_all()
+        exc: TorchbuildError = Interrupted("interrupted; every process torchbuild started was stopped")
+        con.error(exc.message, exc.hint)
+        _exit(exc.code)
+    except TorchbuildError as exc:
+        if debug:
+            raise
+        con.error(exc.message, exc.hint)
+        if isinstance(exc, Interrupted):
+            children.stop_all()
+        _exit(exc.code)
+    _exit(code or 0)
+
+
+def _exit(code: int) -> None:
+    if code:
+        from invoke.exceptions import Exit
+
+        raise Exit(code=code)
+    sys.stdout.flush()

@@ -1,0 +1,328 @@
+"""One typed, frozen Config, built once: built-in defaults < torchbuild.yaml < environment < flags.
+
+Environment variables are TORCHBUILD_<SECTION>_<KEY> (TORCHBUILD_GIT_JOBS=8); lists are
+comma-separated, mappings `a=b,c=d`. Every bad value is a ConfigError naming where it came
+from: `torchbuild.yaml:12: git.jobs: ...`, `environment TORCHBUILD_GIT_JOBS: ...`, `--jobs: ...`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import ConfigError
+
+CONFIG_NAME = "torchbuild.yaml"
+ENV_PREFIX = "TORCHBUILD_"
+CUDA_RE = re.compile(r"^(auto|none|cpu|\d+(\.\d+)?)$")
+PYTHON_RE = re.compile(r"^\d+(\.\d+)?$")
+
+
+def _spec(default: Any, kind: str, help: str, **rules: Any) -> Any:
+    factory = (lambda: type(default)(default)) if isinstance(default, (list, dict)) else None
+    meta = {"kind": kind, "help": help, **rules}
+    if factory:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    url: str = _spec("https://github.com/pytorch/pytorch.git", "str", "repository to clone")
+    ref: str | None = _spec(None, "str?", "branch, tag or commit (default: the pinned submodule commit)")
+    path: str = _spec("pytorch", "str", "checkout directory, relative to the project")
+
+
+@dataclass(frozen=True)
+class MirrorsConfig:
+    git: dict[str, str] = _spec({}, "dict", "url prefix -> mirror prefix (git url.<mirror>.insteadOf)")
+    pip_index_url: str | None = _spec(None, "str?", "pip --index-url")
+    pip_extra_index_urls: list[str] = _spec([], "list", "pip --extra-index-url")
+    pip_trusted_hosts: list[str] = _spec([], "list", "pip --trusted-host")
+    conda_channels: list[str] = _spec([], "list", "conda channels, replacing defaults")
+    conda_channel_priority: str | None = _spec(None, "choice?", "conda channel_priority",
+                                               choices=("strict", "flexible", "disabled"))
+
+
+@dataclass(frozen=True)
+class GitConfig:
+    jobs: int | None = _spec(None, "int?", "parallel submodule fetches (default: 4 x cores, at most 16)", min=1)
+    depth: int | None = _spec(None, "int?", "shallow clone depth", min=1)
+    shallow_submodules: bool = _spec(False, "bool", "clone submodules with depth 1")
+    cache: bool = _spec(True, "bool", "keep bare mirrors in the cache dir and clone from them")
+    retries: int = _spec(3, "int", "attempts for each network operation", min=1)
+    retry_delay: float = _spec(1.0, "float", "first back-off in seconds (doubles each retry)", min=0)
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    cuda: str = _spec("auto", "cuda", "CUDA toolkit: auto, none, 13.0, 13")
+    python: str | None = _spec(None, "str?", "interpreter: 3.X or a path")
+    jobs: int | None = _spec(None, "int?", "MAX_JOBS (default: from cores and memory)", min=1)
+    build_type: str = _spec("release", "choice", "release, debug or relwithdebinfo",
+                            choices=("release", "debug", "relwithdebinfo"))
+    arch: str | None = _spec(None, "str?", "TORCH_CUDA_ARCH_LIST (default: local GPUs, else the toolkit's)")
+    ccache: bool = _spec(True, "bool", "use ccache/sccache when found")
+    min_free_gb: float = _spec(30.0, "float", "refuse to build below this much free disk", min=0)
+    env: dict[str, str] = _spec({}, "dict", "extra build environment (KEY: value)")
+
+
+@dataclass(frozen=True)
+class PatchesConfig:
+    auto: bool = _spec(True, "bool", "apply the series after clone and before build")
+    dir: str = _spec("patches", "str", "folder holding `series` and the patches")
+
+
+@dataclass(frozen=True)
+class MatrixConfig:
+    pythons: list[str] = _spec(["3.10", "3.12"], "pythons", "Python versions of the matrix")
+    cudas: list[str] = _spec(["none", "13.0"], "cudas", "CUDA versions of the matrix")
+    backend: str = _spec("venv", "choice", "environment backend",
+                         choices=("venv", "uv", "conda", "mamba", "micromamba"))
+
+
+@dataclass(frozen=True)
+class PathsConfig:
+    cache_dir: str | None = _spec(None, "str?", "git mirrors, toolkits, compiler cache "
+                                  "(default: $XDG_CACHE_HOME/torchbuild)")
+    logs: str = _spec("logs", "str", "build logs, relative to the project")
+
+
+SECTIONS: dict[str, type] = {
+    "source": SourceConfig,
+    "mirrors": MirrorsConfig,
+    "git": GitConfig,
+    "build": BuildConfig,
+    "patches": PatchesConfig,
+    "matrix": MatrixConfig,
+    "paths": PathsConfig,
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    root: Path
+    file: Path | None
+    source: SourceConfig
+    mirrors: MirrorsConfig
+    git: GitConfig
+    build: BuildConfig
+    patches: PatchesConfig
+    matrix: MatrixConfig
+    paths: PathsConfig
+    origins: Mapping[str, str]
+    cache_root: Path
+
+    @property
+    def source_path(self) -> Path:
+        return (self.root / self.source.path).resolve()
+
+    @property
+    def patches_dir(self) -> Path:
+        return (self.root / self.patches.dir).resolve()
+
+    def items(self) -> list[tuple[str, Any, str]]:
+        """(dotted key, value, where it came from) for every setting."""
+        rows = []
+        for section in SECTIONS:
+            obj = getattr(self, section)
+            for f in dataclasses.fields(obj):
+                key = f"{section}.{f.name}"
+                rows.append((key, getattr(obj, f.name), self.origins.get(key, "default")))
+        return rows
+
+
+def load(root: Path, env: Mapping[str, str], flags: Mapping[str, Any] | None = None) -> Config:
+    """Build the Config for the project at `root` (flags: dotted key -> value or None)."""
+    path = Path(env["TORCHBUILD_CONFIG"]) if env.get("TORCHBUILD_CONFIG") else root / CONFIG_NAME
+    values: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
+    origins: dict[str, str] = {}
+    file = None
+    if path.exists():
+        file = path
+        for key, (value, line) in _read_yaml(path).items():
+            section, name = key.split(".", 1)
+            where = f"{_show(path)}:{line}"
+            values[section][name] = _coerce(_field(section, name), value, f"{where}: {key}", from_text=False)
+            origins[key] = where
+    elif "TORCHBUILD_CONFIG" in env:
+        raise ConfigError(f"TORCHBUILD_CONFIG names {path}, which does not exist",
+                          "point it at a torchbuild.yaml or unset it")
+    for section, cls in SECTIONS.items():
+        for f in dataclasses.fields(cls):
+            var = f"{ENV_PREFIX}{section}_{f.name}".upper()
+            if var in env:
+                values[section][f.name] = _coerce(f, env[var], f"environment {var}", from_text=True)
+                origins[f"{section}.{f.name}"] = f"env {var}"
+    for key, value in (flags or {}).items():
+        if value is None:
+            continue
+        section, name = key.split(".", 1)
+        flag = "--" + name.replace("_", "-")
+        values[section][name] = _coerce(_field(section, name), value, flag, from_text=isinstance(value, str))
+        origins[key] = f"flag {flag}"
+    sections = {name: cls(**values[name]) for name, cls in SECTIONS.items()}
+    cache = sections["paths"].cache_dir
+    if cache:
+        cache_root = (root / cache).expanduser().resolve()
+    else:
+        xdg = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME", "~")).expanduser() / ".cache")
+        cache_root = Path(xdg) / "torchbuild"
+    return Config(root=root.resolve(), file=file, origins=origins, cache_root=cache_root, **sections)
+
+
+def _show(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _field(section: str, name: str) -> dataclasses.Field[Any]:
+    for f in dataclasses.fields(SECTIONS[section]):
+        if f.name == name:
+            return f
+    raise KeyError(f"{section}.{name}")
+
+
+def _read_yaml(path: Path) -> dict[str, tuple[Any, int]]:
+    """Flatten torchbuild.yaml into {"section.key": (value, line)}, rejecting unknown keys."""
+    import yaml
+
+    where = _show(path)
+    try:
+        text = path.read_text()
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else "?"
+        raise ConfigError(f"{where}:{line}: YAML syntax error: {exc.problem or exc}",
+                          f"fix the line in {where}") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{where}: cannot read: {exc}", f"fix or remove {where}") from None
+    if root is None:
+        return {}
+    if not isinstance(root, yaml.MappingNode):
+        raise ConfigError(f"{where}:{root.start_mark.line + 1}: the file must be a mapping of sections",
+                          f"start {where} with e.g. `source:`")
+    constructor = yaml.SafeLoader("")
+    out: dict[str, tuple[Any, int]] = {}
+    for key_node, section_node in root.value:
+        section, line = key_node.value, key_node.start_mark.line + 1
+        if section not in SECTIONS:
+            raise ConfigError(f"{where}:{line}: unknown section '{section}'{_did_you_mean(section, SECTIONS)}",
+                              f"sections are: {', '.join(SECTIONS)}")
+        if section_node.tag == "tag:yaml.org,2002:null":
+            continue
+        if not isinstance(section_node, yaml.MappingNode):
+            raise ConfigError(f"{where}:{line}: section '{section}' must be a mapping of keys",
+                              f"write it as `{section}:` followed by indented `key: value` lines")
+        names = [f.name for f in dataclasses.fields(SECTIONS[section])]
+        for name_node, value_node in section_node.value:
+            name, line = name_node.value, name_node.start_mark.line + 1
+            key = f"{section}.{name}"
+            if name not in names:
+                raise ConfigError(f"{where}:{line}: unknown key '{key}'{_did_you_mean(name, names)}",
+                                  f"keys of '{section}': {', '.join(names)}")
+            if key in out:
+                raise ConfigError(f"{where}:{line}: '{key}' is set twice (first at line {out[key][1]})",
+                                  "keep one of them")
+            value = constructor.construct_object(value_node, deep=True)
+            out[key] = (value, line)
+    return out
+
+
+def _did_you_mean(word: str, known: Any) -> str:
+    close = difflib.get_close_matches(word, list(known), n=1) or [k for k in known if word and word in k][:1]
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _coerce(f: dataclasses.Field[Any], value: Any, where: str, from_text: bool) -> Any:
+    """Check and convert one value for field `f`; `from_text` values come from env or flags."""
+    kind: str = f.metadata["kind"]
+    optional = kind.endswith("?")
+    kind = kind.rstrip("?")
+    if value is None or (from_text and optional and value in ("", "none", "null")):
+        if optional:
+            return None
+        raise ConfigError(f"{where}: a value is required ({f.metadata['help']})", "give it a value or remove the line")
+    if kind in ("str", "choice", "cuda"):
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise ConfigError(f"{where}: expected text, got {_typename(value)}", f"write it as a string ({f.metadata['help']})")
+        value = str(value)
+        if kind == "choice" and value not in f.metadata["choices"]:
+            raise ConfigError(f"{where}: '{value}' is not one of {', '.join(f.metadata['choices'])}",
+                              "use one of those")
+        if kind == "cuda":
+            _check_cuda(value, where)
+        return value
+    if kind in ("int", "float"):
+        number: Any = value
+        if from_text and isinstance(value, str):
+            try:
+                number = int(value) if kind == "int" else float(value)
+            except ValueError:
+                number = None
+        if isinstance(number, bool) or not isinstance(number, (int, float)) or (kind == "int" and not isinstance(number, int)):
+            raise ConfigError(f"{where}: expected a {'whole ' if kind == 'int' else ''}number, got {value!r}",
+                              f"write a number ({f.metadata['help']})")
+        if "min" in f.metadata and number < f.metadata["min"]:
+            raise ConfigError(f"{where}: must be at least {f.metadata['min']}, got {number}",
+                              f"use a value ≥ {f.metadata['min']}")
+        return number
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if from_text and str(value).lower() in _TRUE | _FALSE:
+            return str(value).lower() in _TRUE
+        raise ConfigError(f"{where}: expected true or false, got {value!r}", "write true or false")
+    if kind in ("list", "pythons", "cudas"):
+        items = value.split(",") if from_text and isinstance(value, str) else value
+        if not isinstance(items, list) or not all(isinstance(i, (str, int, float)) and not isinstance(i, bool) for i in items):
+            raise ConfigError(f"{where}: expected a list of strings, got {_typename(value)}",
+                              "write a YAML list, e.g. [a, b]")
+        if kind == "pythons" and any(isinstance(i, float) for i in items):
+            raise ConfigError(f"{where}: Python versions must be quoted (YAML reads 3.10 as the number 3.1)",
+                              'write them as strings, e.g. ["3.10", "3.12"]')
+        items = [str(i).strip() for i in items if str(i).strip()]
+        for item in items:
+            if kind == "cudas":
+                _check_cuda(item, where)
+            if kind == "pythons" and not PYTHON_RE.match(item):
+                raise ConfigError(f"{where}: bad Python version '{item}'", "use versions like \"3.12\" (quoted in YAML)")
+        return items
+    if kind == "dict":
+        if from_text and isinstance(value, str):
+            pairs = [p.split("=", 1) for p in value.split(",") if p.strip()]
+            if any(len(p) != 2 for p in pairs):
+                raise ConfigError(f"{where}: expected KEY=VALUE pairs separated by commas, got {value!r}",
+                                  "write it as a=b,c=d")
+            value = {k.strip(): v.strip() for k, v in pairs}
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise ConfigError(f"{where}: expected a mapping, got {_typename(value)}", "write `key: value` lines")
+        return {k: "" if v is None else str(v) for k, v in value.items()}
+    raise AssertionError(kind)  # pragma: no cover
+
+
+def _check_cuda(value: str, where: str) -> None:
+    if not CUDA_RE.match(value):
+        raise ConfigError(f"{where}: bad CUDA version '{value}'",
+                          "use a version like 13.0 or 13, or none/cpu (auto: the newest found)")
+
+
+def _typename(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", bool: "a boolean", type(None): "nothing"}.get(type(value), type(value).__name__)
+
+
+def default_jobs(cpus: int | None = None) -> int:
+    """Parallel git fetches: network-bound, so a few per core."""
+    return max(2, min(16, 4 * (cpus or os.cpu_count() or 1)))

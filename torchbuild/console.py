@@ -1,0 +1,136 @@
+"""Colour and messages: one style for steps, commands, warnings, errors and progress.
+
+Everything goes to stderr except `result` lines (tables, `export` lines), which go
+to stdout so they can be piped or eval'ed. Colour only on a terminal and never when
+NO_COLOR is set (https://no-color.org).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from typing import IO, Iterator, Mapping
+
+from colorama import Fore, Style
+
+PREFIX = "tb>"
+
+_RESET = Style.RESET_ALL
+_STYLES = {
+    "step": Style.BRIGHT + Fore.BLUE,
+    "ok": Fore.GREEN,
+    "warn": Fore.YELLOW,
+    "error": Style.BRIGHT + Fore.RED,
+    "hint": Fore.CYAN,
+    "dim": Style.DIM,
+}
+
+
+class Console:
+    """Writes styled messages to one stream."""
+
+    def __init__(self, stream: IO[str] | None = None, color: bool | None = None,
+                 env: Mapping[str, str] | None = None, out: IO[str] | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.out = out or sys.stdout
+        env = os.environ if env is None else env
+        self.tty = _isatty(self.stream)
+        self.color = (self.tty and "NO_COLOR" not in env) if color is None else color
+        self.verbose = False
+        self._progress_shown = False
+        self._last_plain_progress = 0.0
+        if self.color and os.name == "nt":  # pragma: no cover - Windows terminals only
+            import colorama
+
+            colorama.just_fix_windows_console()
+
+    def _style(self, kind: str, text: str) -> str:
+        return f"{_STYLES[kind]}{text}{_RESET}" if self.color else text
+
+    def _write(self, line: str) -> None:
+        self.clear_progress()
+        self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def step(self, message: str) -> None:
+        self._write(self._style("step", f"{PREFIX} {message}"))
+
+    def info(self, message: str) -> None:
+        self._write(f"{PREFIX} {message}")
+
+    def ok(self, message: str) -> None:
+        self._write(self._style("ok", f"{PREFIX} ✓ {message}"))
+
+    def warn(self, message: str) -> None:
+        self._write(self._style("warn", f"{PREFIX} warning: {message}"))
+
+    def error(self, message: str, hint: str | None = None) -> None:
+        self._write(self._style("error", f"{PREFIX} error: {message}"))
+        if hint:
+            self._write(self._style("hint", f"{PREFIX}   next: {hint}"))
+
+    def command(self, text: str) -> None:
+        self._write(self._style("dim", f"{PREFIX} $ {text}"))
+
+    def detail(self, message: str) -> None:
+        """A line shown only with --verbose."""
+        if self.verbose:
+            self._write(self._style("dim", f"{PREFIX}   {message}"))
+
+    def result(self, line: str = "") -> None:
+        """Program output proper (tables, export lines): stdout, unstyled."""
+        self.clear_progress()
+        self.out.write(line + "\n")
+        self.out.flush()
+
+    def progress(self, text: str) -> None:
+        """One line rewritten in place on a terminal; at most every 10 s otherwise."""
+        if self.tty:
+            width = 120
+            self.stream.write("\r\x1b[2K" + f"{PREFIX} {text}"[:width])
+            self.stream.flush()
+            self._progress_shown = True
+            return
+        now = time.monotonic()
+        if now - self._last_plain_progress >= 10:
+            self._last_plain_progress = now
+            self.stream.write(f"{PREFIX} {text}\n")
+            self.stream.flush()
+
+    def clear_progress(self) -> None:
+        if self._progress_shown:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
+            self._progress_shown = False
+
+    @contextlib.contextmanager
+    def timed(self, message: str) -> Iterator[None]:
+        """`step` now, then `✓ message (1.23s)` when the block succeeds."""
+        self.step(message)
+        start = time.monotonic()
+        yield
+        self.ok(f"{message} ({time.monotonic() - start:.2f}s)")
+
+
+def _isatty(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+console = Console()
+
+
+def configure(env: Mapping[str, str], verbose: bool = False) -> Console:
+    """Replace the shared console (called once by cli.main)."""
+    global console
+    console = Console(env=env)
+    console.verbose = verbose
+    return console
+
+
+def get() -> Console:
+    return console
