@@ -119,7 +119,7 @@ def demo(cfg: Config, path: str | None = None) -> int:
         shutil.rmtree(base)
     with con.timed(f"make the demo upstream in {base / 'upstream'}"):
         upstream = make_upstream(base / "upstream")
-    source = dataclasses.replace(cfg.source, url=str(upstream.repo("pytorch")), ref=None,
+    source = dataclasses.replace(cfg.source, url=upstream.url("pytorch"), ref=None,
                                  path=str(base / "checkout"))
     demo_cfg = dataclasses.replace(cfg, source=source)
     clone(demo_cfg)

@@ -5,8 +5,8 @@
         third_party/asmjit/       nested submodule (depth 2)
       third_party/pybind11/       submodule
 
-Submodule urls are `<url_base>/<name>`; with the default url_base they are the repos'
-own paths. A url_base that does not exist (https://git.example.invalid) makes the
+Submodule urls are `<url_base>/<name>`; by default file:// urls of the repos' own
+folders. A url_base that does not exist (https://git.example.invalid) makes the
 upstream reachable only through a mirror rule, `mirror_rule()`.
 """
 
@@ -108,7 +108,7 @@ def make_upstream(root: Path, url_base: str | None = None,
                   extra_files: Mapping[str, Mapping[str, str | bytes]] | None = None) -> Upstream:
     """Create the demo repos under `root` (leaves first) and return the Upstream."""
     root.mkdir(parents=True, exist_ok=True)
-    up = Upstream(root.resolve(), url_base or str(root.resolve()), extra_files or {})
+    up = Upstream(root.resolve(), url_base or root.resolve().as_uri(), extra_files or {})
     for name in ("asmjit", "pybind11", "fbgemm", "pytorch"):
         repo = up.repo(name)
         repo.mkdir()

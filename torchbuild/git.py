@@ -75,6 +75,11 @@ def mirror_name(url: str) -> str:
     return f"{tail}-{hashlib.sha1(url.encode()).hexdigest()[:10]}.git"
 
 
+def cacheable(url: str) -> bool:
+    """URLs go through the mirror cache; plain paths cannot (git applies insteadOf to URLs only)."""
+    return "://" in url or bool(re.match(r"^[\w.-]+@[\w.-]+:", url))
+
+
 def is_local(url: str) -> bool:
     return url.startswith(("/", "./", "../", "file://")) or (os.sep == "\\" and ":" in url[:3])
 
@@ -242,6 +247,8 @@ class MirrorCache:
 
     def ensure(self, url: str, need: str | None = None) -> Path | None:
         """Make the mirror hold `need` (or be fresh when None); None if it cannot (use the url directly)."""
+        if not cacheable(url):
+            return None
         if need and self.has(url, need):
             return self.path(url)
         if self.git.options.dry_run:
@@ -273,6 +280,9 @@ class MirrorCache:
         """A temporary git config file pointing each url at its mirror."""
         if not urls:
             yield None
+            return
+        if self.git.options.dry_run:
+            yield self.root / "rewrites.cfg"
             return
         self.root.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(prefix="rewrites-", suffix=".cfg", dir=self.root)
@@ -366,12 +376,18 @@ def inspect(git: Git, repo: Path, entry: Entry, configured: Mapping[str, str]) -
             blocked = f"{entry.path} is a file, not a folder; move it away"
         return State(entry, configured_url, None, blocked=blocked)
     commit = head(git, sub)
-    if commit is None or not _own_toplevel(git, sub):
+    if commit is None or not _own_toplevel(git, sub) or not _checked_out(git, sub):
         return State(entry, configured_url, None, broken=True)
     if commit == entry.recorded:
         return State(entry, configured_url, commit)
     return State(entry, configured_url, commit, dirty=tuple(changed_files(git, sub)),
                  local_commits=local_commits(git, sub))
+
+
+def _checked_out(git: Git, repo: Path) -> bool:
+    """False for a clone that stopped before its checkout (it has no index yet)."""
+    index = git.query(["rev-parse", "--git-path", "index"], repo).stdout.strip()
+    return (repo / index).exists()
 
 
 def _own_toplevel(git: Git, sub: Path) -> bool:
@@ -435,18 +451,26 @@ def update_tree(git: Git, cache: MirrorCache | None, repo: Path, only: Sequence[
 
 
 def _clear_interrupted(git: Git, repo: Path, entries: Sequence[Entry]) -> None:
-    """Remove what an interrupted clone left for these submodules (no refs: nothing of the user's)."""
+    """Finish or remove what an interrupted clone left for these submodules.
+
+    A module git dir without refs or HEAD holds nothing of the user's and is removed; one that
+    was fetched but never checked out (no index) gets its checkout.
+    """
     if git.options.dry_run:
         return
+    con = _console.get()
     for e in entries:
         gitdir = modules_dir(git, repo, e.name)
+        sub = repo / e.path
         if gitdir.is_dir():
             refs = git.query(["--git-dir", str(gitdir), "for-each-ref", "--count=1"], repo, check=False)
             valid = git.query(["--git-dir", str(gitdir), "rev-parse", "--verify", "-q", "HEAD^{commit}"], repo, check=False)
             if not refs.stdout.strip() or valid.returncode != 0:
-                _console.get().info(f"removing the unfinished clone of {e.path} left by an interrupted run")
+                con.info(f"removing the unfinished clone of {e.path} left by an interrupted run")
                 shutil.rmtree(gitdir)
-        sub = repo / e.path
+            elif not (gitdir / "index").exists() and (sub / ".git").is_file():
+                con.info(f"finishing the checkout of {e.path} that an interrupted run began")
+                git.act(["checkout", "--quiet", "--detach", "HEAD"], sub)
         gitfile = sub / ".git"
         if gitfile.is_file() and not any(p.name != ".git" for p in sub.iterdir()):
             gitfile.unlink()
