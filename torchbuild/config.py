@@ -256,8 +256,9 @@ def _coerce(f: dataclasses.Field[Any], value: Any, where: str, from_text: bool) 
             return None
         raise ConfigError(f"{where}: a value is required ({f.metadata['help']})", "give it a value or remove the line")
     if kind in ("str", "choice", "cuda"):
-        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-            raise ConfigError(f"{where}: expected text, got {_typename(value)}", f"write it as a string ({f.metadata['help']})")
+        if not _scalar(value):
+            raise ConfigError(f"{where}: expected text, got {_typename(value)}",
+                              f"write it as a string ({f.metadata['help']})")
         value = str(value)
         if kind == "choice" and value not in f.metadata["choices"]:
             raise ConfigError(f"{where}: '{value}' is not one of {', '.join(f.metadata['choices'])}",
@@ -272,7 +273,8 @@ def _coerce(f: dataclasses.Field[Any], value: Any, where: str, from_text: bool) 
                 number = int(value) if kind == "int" else float(value)
             except ValueError:
                 number = None
-        if isinstance(number, bool) or not isinstance(number, (int, float)) or (kind == "int" and not isinstance(number, int)):
+        wanted = int if kind == "int" else (int, float)
+        if isinstance(number, bool) or not isinstance(number, wanted):
             raise ConfigError(f"{where}: expected a {'whole ' if kind == 'int' else ''}number, got {value!r}",
                               f"write a number ({f.metadata['help']})")
         if "min" in f.metadata and number < f.metadata["min"]:
@@ -287,7 +289,7 @@ def _coerce(f: dataclasses.Field[Any], value: Any, where: str, from_text: bool) 
         raise ConfigError(f"{where}: expected true or false, got {value!r}", "write true or false")
     if kind in ("list", "pythons", "cudas"):
         items = value.split(",") if from_text and isinstance(value, str) else value
-        if not isinstance(items, list) or not all(isinstance(i, (str, int, float)) and not isinstance(i, bool) for i in items):
+        if not isinstance(items, list) or not all(_scalar(i) for i in items):
             raise ConfigError(f"{where}: expected a list of strings, got {_typename(value)}",
                               "write a YAML list, e.g. [a, b]")
         if kind == "pythons" and any(isinstance(i, float) for i in items):
@@ -298,7 +300,8 @@ def _coerce(f: dataclasses.Field[Any], value: Any, where: str, from_text: bool) 
             if kind == "cudas":
                 _check_cuda(item, where)
             if kind == "pythons" and not PYTHON_RE.match(item):
-                raise ConfigError(f"{where}: bad Python version '{item}'", "use versions like \"3.12\" (quoted in YAML)")
+                raise ConfigError(f"{where}: bad Python version '{item}'",
+                                  'use versions like "3.12" (quoted in YAML)')
         return items
     if kind == "dict":
         if from_text and isinstance(value, str):
@@ -320,7 +323,12 @@ def _check_cuda(value: str, where: str) -> None:
 
 
 def _typename(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", bool: "a boolean", type(None): "nothing"}.get(type(value), type(value).__name__)
+    names = {dict: "a mapping", list: "a list", bool: "a boolean", type(None): "nothing"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
 
 
 def default_jobs(cpus: int | None = None) -> int:

@@ -209,7 +209,8 @@ class Git:
                 reason = _git_reason(exc.output)
                 if attempt == attempts:
                     target, prefix = rewrite(url, self.options.mirrors)
-                    via = f" through mirror rule '{prefix}' -> '{self.options.mirrors[prefix]}' ({target})" if prefix else ""
+                    rule = f"'{prefix}' -> '{self.options.mirrors[prefix]}'" if prefix else ""
+                    via = f" through mirror rule {rule} ({target})" if prefix else ""
                     hint = ("check the mirror (mirrors.git in torchbuild.yaml) and your network" if prefix
                             else "check the url and your network, or add a mirror under mirrors.git in torchbuild.yaml")
                     raise GitError(f"cannot {what} {url}{via} after {attempts} attempt(s): {reason}", hint) from None
@@ -243,7 +244,9 @@ class MirrorCache:
 
     def has(self, url: str, sha: str) -> bool:
         mirror = self.path(url)
-        return mirror.is_dir() and self.git.query(["cat-file", "-e", f"{sha}^{{commit}}"], mirror, check=False).returncode == 0
+        if not mirror.is_dir():
+            return False
+        return self.git.query(["cat-file", "-e", f"{sha}^{{commit}}"], mirror, check=False).returncode == 0
 
     def ensure(self, url: str, need: str | None = None) -> Path | None:
         """Make the mirror hold `need` (or be fresh when None); None if it cannot (use the url directly)."""
@@ -328,9 +331,9 @@ def read_entries(git: Git, repo: Path) -> list[Entry]:
     base = origin_url(git, repo) or str(repo)
     entries = []
     for name, attrs in info.items():
-        path = attrs.get("path")
-        if path and path in links and "url" in attrs:
-            entries.append(Entry(name, path, resolve_url(base, attrs["url"]), links[path]))
+        where = attrs.get("path")
+        if where and where in links and "url" in attrs:
+            entries.append(Entry(name, where, resolve_url(base, attrs["url"]), links[where]))
     return sorted(entries, key=lambda e: e.path)
 
 
@@ -464,7 +467,8 @@ def _clear_interrupted(git: Git, repo: Path, entries: Sequence[Entry]) -> None:
         sub = repo / e.path
         if gitdir.is_dir():
             refs = git.query(["--git-dir", str(gitdir), "for-each-ref", "--count=1"], repo, check=False)
-            valid = git.query(["--git-dir", str(gitdir), "rev-parse", "--verify", "-q", "HEAD^{commit}"], repo, check=False)
+            valid = git.query(["--git-dir", str(gitdir), "rev-parse", "--verify", "-q", "HEAD^{commit}"], repo,
+                              check=False)
             if not refs.stdout.strip() or valid.returncode != 0:
                 con.info(f"removing the unfinished clone of {e.path} left by an interrupted run")
                 shutil.rmtree(gitdir)

@@ -166,14 +166,14 @@ def run(
     if children.interrupted:
         raise Interrupted()
     try:
-        proc = subprocess.Popen(
+        proc = subprocess.Popen(  # type: ignore[call-overload]
             [program, *args[1:]],
             cwd=cwd,
             env=full_env,
             stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE if capture else subprocess.STDOUT,
-            **_own_group_kwargs(),  # type: ignore[arg-type]
+            **_own_group_kwargs(),
         )
     except OSError as exc:
         raise ToolNotFound(f"cannot start {args[0]}: {exc.strerror}", f"check that {program} is executable") from exc
