@@ -57,4 +57,33 @@ def demo(c, path=None, verbose=False):
     cli.main(ROOT, "demo", verbose=verbose, path=path)
 
 
+PATCH_HELP = {"path": "the checkout (default: source.path)", "patches": "folder holding `series` (default: patches/)"}
+DRY_RUN = {"dry-run": "print the commands, run nothing"}
+
+
+@task(name="apply", default=True, help={**PATCH_HELP, **DRY_RUN})
+def patch_apply(c, path=None, patches=None, dry_run=False):
+    """Apply the series not yet applied, as commits on branch torchbuild/patches; all or nothing."""
+    cli.main(ROOT, "patch_apply", path=path, patches=patches, dry_run=dry_run)
+
+
+@task(name="status", help=PATCH_HELP)
+def patch_status(c, path=None, patches=None):
+    """Show each series entry: applied, not applied, or does not apply."""
+    cli.main(ROOT, "patch_status", path=path, patches=patches)
+
+
+@task(name="revert", help={**PATCH_HELP, **DRY_RUN})
+def patch_revert(c, path=None, patches=None, dry_run=False):
+    """Take the applied series back off, leaving no trace; unrelated work is kept."""
+    cli.main(ROOT, "patch_revert", path=path, patches=patches, dry_run=dry_run)
+
+
+@task(name="export", help={**PATCH_HELP, "since": "the commit the local changes start from (default: the base)"})
+def patch_export(c, path=None, patches=None, since=None):
+    """Write the local commits on top of the base as numbered patches; rewrite the series."""
+    cli.main(ROOT, "patch_export", path=path, patches=patches, since=since)
+
+
 ns = Collection(clone, sync, show_config, demo)
+ns.add_collection(Collection("patch", patch_apply, patch_status, patch_revert, patch_export))

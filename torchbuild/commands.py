@@ -40,7 +40,18 @@ def clone(cfg: Config, dry_run: bool = False, force_skip: bool = False) -> int:
     with con.timed(f"clone {cfg.source.url}{ref} into {_rel(cfg, dest)}"):
         report = clone_source(git, cache, cfg.source.url, dest, cfg.source.ref, superproject=cfg.root)
         _finish(report, force_skip, "clone")
+    if cfg.patches.auto and not dry_run:
+        _auto_patch(cfg, git, dest)
     return 0
+
+
+def _auto_patch(cfg: Config, git: Any, checkout: Path) -> None:
+    """Apply the series when patches.auto is on and it has entries."""
+    from .patches import apply, read_series
+
+    if read_series(cfg.patches_dir):
+        with _console.get().timed(f"apply {_rel(cfg, cfg.patches_dir)}/series (patches.auto)"):
+            apply(git, checkout, cfg.patches_dir)
 
 
 def sync(cfg: Config, dry_run: bool = False, force_skip: bool = False) -> int:
@@ -125,4 +136,65 @@ def demo(cfg: Config, path: str | None = None) -> int:
     clone(demo_cfg)
     sync(demo_cfg)
     con.ok(f"demo checkout ready at {demo_cfg.source_path}")
+    return 0
+
+
+def _patch_target(cfg: Config, path: str | None, patches: str | None) -> tuple[Path, Path]:
+    checkout = (cfg.root / path).resolve() if path else cfg.source_path
+    patches_dir = (cfg.root / patches).resolve() if patches else cfg.patches_dir
+    if not (checkout / ".git").exists():
+        raise TorchbuildError(f"there is no checkout at {checkout}", "run `inv clone` first, or pass --path")
+    return checkout, patches_dir
+
+
+def patch_apply(cfg: Config, path: str | None = None, patches: str | None = None, dry_run: bool = False) -> int:
+    """Apply the series not yet applied, as commits on branch torchbuild/patches; all or nothing."""
+    from .patches import apply
+
+    checkout, patches_dir = _patch_target(cfg, path, patches)
+    git, _ = git_tools(cfg, dry_run)
+    with _console.get().timed(f"apply {_rel(cfg, patches_dir)}/series to {_rel(cfg, checkout)}"):
+        apply(git, checkout, patches_dir)
+    return 0
+
+
+def patch_status(cfg: Config, path: str | None = None, patches: str | None = None) -> int:
+    """Print each series entry: applied, not applied, or does not apply."""
+    from .patches import status
+
+    checkout, patches_dir = _patch_target(cfg, path, patches)
+    git, _ = git_tools(cfg)
+    rows = status(git, checkout, patches_dir)
+    con = _console.get()
+    if not rows:
+        con.info(f"the series in {patches_dir} is empty")
+    width = max((len(p.label) for p, _ in rows), default=0)
+    for p, state in rows:
+        con.result(f"{p.label:<{width}}  {state}")
+    return 0
+
+
+def patch_revert(cfg: Config, path: str | None = None, patches: str | None = None, dry_run: bool = False) -> int:
+    """Take the applied series back off, leaving no trace; unrelated work is kept."""
+    from .patches import revert
+
+    checkout, patches_dir = _patch_target(cfg, path, patches)
+    git, _ = git_tools(cfg, dry_run)
+    done = revert(git, checkout, patches_dir)
+    con = _console.get()
+    con.info(f"reverted the series in: {', '.join(done)}" if done else "no patch series is applied: nothing to do")
+    return 0
+
+
+def patch_export(cfg: Config, path: str | None = None, patches: str | None = None, since: str | None = None) -> int:
+    """Write the local commits on top of the base as numbered patches and rewrite the series."""
+    from .patches import export
+
+    checkout, patches_dir = _patch_target(cfg, path, patches)
+    git, _ = git_tools(cfg)
+    lines = export(git, checkout, patches_dir, since)
+    con = _console.get()
+    for line in lines:
+        con.info(f"  {line}")
+    con.ok(f"wrote {len(lines)} patch(es) and {_rel(cfg, patches_dir / 'series')}")
     return 0

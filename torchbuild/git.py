@@ -32,6 +32,7 @@ from .run import Result, run
 
 T = TypeVar("T")
 SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+PATCH_BASE_REF = "refs/torchbuild/base"  # where patches.py's series starts in a repo
 
 
 # ----------------------------------------------------------------------------- pure helpers
@@ -187,16 +188,18 @@ class Git:
             argv += ["-c", "protocol.file.allow=always"]
         return argv + list(args)
 
-    def query(self, args: Sequence[str], cwd: Path, check: bool = True) -> Result:
-        """A read-only git command: never echoed, runs in dry-run too."""
-        return run(["git", *args], cwd=cwd, env=self.env, base_env=self.base_env, capture=True,
-                   echo=False, check=check)
+    def query(self, args: Sequence[str], cwd: Path, check: bool = True, input: str | None = None,
+              env: Mapping[str, str] | None = None) -> Result:
+        """A git command whose output is read: never echoed, runs in dry-run too."""
+        return run(["git", *args], cwd=cwd, env={**self.env, **(env or {})}, base_env=self.base_env,
+                   capture=True, echo=False, check=check, input=input)
 
     def act(self, args: Sequence[str], cwd: Path | None = None, *, include: Path | None = None,
             allow_file: bool = False, on_line: Callable[[str], None] | None = None,
-            echo: bool = True) -> Result:
-        return run(self.argv(args, include, allow_file), cwd=cwd, env=self.env, base_env=self.base_env,
-                   dry_run=self.options.dry_run, on_line=on_line, echo=echo)
+            echo: bool = True, input: str | None = None, env: Mapping[str, str] | None = None) -> Result:
+        """A git command that changes something: echoed, skipped in dry-run."""
+        return run(self.argv(args, include, allow_file), cwd=cwd, env={**self.env, **(env or {})},
+                   base_env=self.base_env, dry_run=self.options.dry_run, on_line=on_line, echo=echo, input=input)
 
     def network(self, what: str, url: str, step: Callable[[], T]) -> T:
         """Run a network step up to `retries` times with doubling back-off, then one clear error."""
@@ -381,10 +384,15 @@ def inspect(git: Git, repo: Path, entry: Entry, configured: Mapping[str, str]) -
     commit = head(git, sub)
     if commit is None or not _own_toplevel(git, sub) or not _checked_out(git, sub):
         return State(entry, configured_url, None, broken=True)
-    if commit == entry.recorded:
-        return State(entry, configured_url, commit)
+    if commit == entry.recorded or _patch_base(git, sub) == entry.recorded:
+        return State(entry, configured_url, entry.recorded)  # at the recorded commit (+ our patch series)
     return State(entry, configured_url, commit, dirty=tuple(changed_files(git, sub)),
                  local_commits=local_commits(git, sub))
+
+
+def _patch_base(git: Git, repo: Path) -> str | None:
+    res = git.query(["rev-parse", "--verify", "-q", PATCH_BASE_REF], repo, check=False)
+    return res.stdout.strip() if res.returncode == 0 else None
 
 
 def _checked_out(git: Git, repo: Path) -> bool:
