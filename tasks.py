@@ -85,5 +85,36 @@ def patch_export(c, path=None, patches=None, since=None):
     cli.main(ROOT, "patch_export", path=path, patches=patches, since=since)
 
 
-ns = Collection(clone, sync, show_config, demo)
+@task(name="list", default=True)
+def cuda_list(c):
+    """List every CUDA toolkit on the machine (version, root, nvcc, cuDNN, default)."""
+    cli.main(ROOT, "cuda_list")
+
+
+@task(name="env", help={"version": "13.0, 13 (newest 13.x), auto or none"})
+def cuda_env(c, version):
+    """Print export lines selecting a toolkit: eval "$(inv cuda.env 13.0)"."""
+    cli.main(ROOT, "cuda_env", version=version)
+
+
+@task(name="install", help={"version": "13.0, or 13 for the newest 13.x", **DRY_RUN})
+def cuda_install(c, version, dry_run=False):
+    """Assemble a CUDA 13.x toolkit from NVIDIA's PyPI wheels into the cache dir (no sudo)."""
+    cli.main(ROOT, "cuda_install", version=version, dry_run=dry_run)
+
+
+@task
+def pythons(c):
+    """List every Python interpreter found (PATH, pyenv, conda, uv, /usr/bin)."""
+    cli.main(ROOT, "pythons")
+
+
+@task(help={"json": "print JSON instead of the table"})
+def doctor(c, json=False):
+    """Check what the machine has for a build: tools, compilers, CUDA, GPUs, Pythons, disk, memory."""
+    cli.main(ROOT, "doctor", as_json=json)
+
+
+ns = Collection(clone, sync, show_config, demo, pythons, doctor)
+ns.add_collection(Collection("cuda", cuda_list, cuda_env, cuda_install))
 ns.add_collection(Collection("patch", patch_apply, patch_status, patch_revert, patch_export))

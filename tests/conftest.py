@@ -15,6 +15,17 @@ from torchbuild import console
 from torchbuild.demo import Upstream, make_upstream
 
 REPO = Path(__file__).resolve().parent.parent
+REAL_HOME = Path.home()
+
+
+@pytest.fixture(autouse=True)
+def fresh_discovery():
+    """Discovery caches results per process; each test starts without them."""
+    from torchbuild.toolchain import compilers, cuda, python
+
+    for cached in (cuda.probe, python.probe, compilers._version):
+        cached.cache_clear()
+    yield
 
 
 @pytest.fixture(autouse=True)

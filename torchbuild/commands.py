@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from . import console as _console
 from .config import Config, default_jobs
@@ -198,3 +198,110 @@ def patch_export(cfg: Config, path: str | None = None, patches: str | None = Non
         con.info(f"  {line}")
     con.ok(f"wrote {len(lines)} patch(es) and {_rel(cfg, patches_dir / 'series')}")
     return 0
+
+
+def _table(rows: Sequence[tuple[str, ...]], header: tuple[str, ...]) -> None:
+    con = _console.get()
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        con.result("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+def cuda_list(cfg: Config) -> int:
+    """Print every CUDA toolkit found."""
+    import os
+
+    from .doctor import toolkits
+
+    kits = toolkits(cfg, os.environ)
+    if not kits:
+        _console.get().warn("no CUDA toolkit found; `inv cuda.install 13.0` assembles one from PyPI")
+        return 0
+    rows = []
+    for i, tk in enumerate(kits):
+        mark = "*" if i == 0 and tk.usable else ""
+        alias = f" (alias {', '.join(map(str, tk.aliases))})" if tk.aliases else ""
+        nvcc = str(tk.nvcc) if tk.nvcc and tk.usable else "; ".join(tk.problems) or "missing"
+        rows.append((mark, tk.full_version, f"{tk.root}{alias}", nvcc, tk.cudnn or "-", tk.found_by))
+    _table(rows, ("", "version", "root", "nvcc", "cudnn", "found by"))
+    return 0
+
+
+def cuda_env(cfg: Config, version: str = "auto") -> int:
+    """Print `export` lines that select a toolkit in this shell: eval "$(inv cuda.env 13.0)"."""
+    import os
+    import shlex
+
+    from .doctor import toolkits
+    from .toolchain.cuda import select, toolkit_env
+
+    tk = select(toolkits(cfg, os.environ), version)
+    con = _console.get()
+    for key, value in toolkit_env(tk, {}).items():
+        if key in ("PATH", "LD_LIBRARY_PATH"):  # prepend to whatever the shell has
+            con.result(f'export {key}={shlex.quote(value or "")}"${{{key}:+:${key}}}"')
+        elif key != "USE_CUDA" or tk is None:
+            con.result(f"export {key}={shlex.quote(value or '')}")
+    return 0
+
+
+def cuda_install(cfg: Config, version: str, dry_run: bool = False) -> int:
+    """Assemble a CUDA 13.x toolkit from NVIDIA's PyPI wheels into the cache dir."""
+    from .toolchain import cuda
+    from .toolchain.cuda_install import install
+
+    con = _console.get()
+    with con.timed(f"install CUDA {version} from PyPI wheels"):
+        root = install(version, cfg.cache_root, pip_options(cfg), dry_run=dry_run)
+    if not dry_run:
+        cuda.probe.cache_clear()
+        tk = cuda.probe(root, "inv cuda.install")
+        shown, short = (tk.full_version, tk.version) if tk else (version, version)
+        con.ok(f"CUDA {shown} at {root}; select it with --cuda {short}")
+    return 0
+
+
+def pip_options(cfg: Config) -> list[str]:
+    """pip flags for the configured index mirrors."""
+    opts = []
+    if cfg.mirrors.pip_index_url:
+        opts += ["--index-url", cfg.mirrors.pip_index_url]
+    for url in cfg.mirrors.pip_extra_index_urls:
+        opts += ["--extra-index-url", url]
+    for host in cfg.mirrors.pip_trusted_hosts:
+        opts += ["--trusted-host", host]
+    return opts
+
+
+def pythons(cfg: Config) -> int:
+    """Print every Python interpreter found."""
+    import os
+
+    from .toolchain.python import discover
+
+    rows = []
+    for py in discover(os.environ, cfg.toolchain.pythons):
+        if py.problem:
+            rows.append((py.version, str(py.path), py.found_by, "-", "-", py.problem))
+        else:
+            rows.append((py.version, str(py.path), py.found_by, "yes" if py.venv else "no", "yes" if py.pip else "no",
+                         py.implementation))
+    _table(rows, ("version", "path", "found by", "venv", "pip", "notes"))
+    return 0
+
+
+def doctor(cfg: Config, as_json: bool = False) -> int:
+    """One table of what the machine has; exit 1 when something blocks a build."""
+    import json
+    import os
+
+    from . import doctor as doc
+
+    facts = doc.gather(cfg, os.environ)
+    table = doc.rows(facts)
+    if as_json:
+        _console.get().result(json.dumps(doc.as_json(facts, table), indent=2))
+    else:
+        _table([(r.status.upper() if r.status != doc.OK else "ok", r.name, r.detail, r.fix) for r in table],
+               ("status", "what", "found", "fix"))
+    return 1 if any(r.status == doc.PROBLEM for r in table) else 0

@@ -60,6 +60,12 @@ class GitConfig:
 
 
 @dataclass(frozen=True)
+class ToolchainConfig:
+    cuda_roots: list[str] = _spec([], "list", "extra folders holding CUDA toolkits")
+    pythons: list[str] = _spec([], "list", "extra Python interpreters")
+
+
+@dataclass(frozen=True)
 class BuildConfig:
     cuda: str = _spec("auto", "cuda", "CUDA toolkit: auto, none, 13.0, 13")
     python: str | None = _spec(None, "str?", "interpreter: 3.X or a path")
@@ -97,6 +103,7 @@ SECTIONS: dict[str, type] = {
     "source": SourceConfig,
     "mirrors": MirrorsConfig,
     "git": GitConfig,
+    "toolchain": ToolchainConfig,
     "build": BuildConfig,
     "patches": PatchesConfig,
     "matrix": MatrixConfig,
@@ -111,6 +118,7 @@ class Config:
     source: SourceConfig
     mirrors: MirrorsConfig
     git: GitConfig
+    toolchain: ToolchainConfig
     build: BuildConfig
     patches: PatchesConfig
     matrix: MatrixConfig

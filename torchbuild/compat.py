@@ -1,0 +1,108 @@
+"""PyTorch release compatibility: which Python, CUDA, GCC and CMake a checkout's version wants.
+
+Data in compat.yaml (sources cited there). The checkout's version comes from version.txt; its
+hard Python minimum from setup.py's python_min_version when present.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import TorchbuildError
+
+
+def vkey(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", version))
+
+
+@dataclass(frozen=True)
+class Release:
+    version: str  # "2.11"
+    python: tuple[str | None, str | None]
+    cuda: tuple[str, ...]
+    gcc: int
+    cmake: str
+
+
+@functools.lru_cache(maxsize=None)
+def _data() -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load((Path(__file__).parent / "compat.yaml").read_text())
+
+
+def releases() -> list[Release]:
+    rows = [Release(v, tuple(r["python"]), tuple(r["cuda"]), int(r["gcc"]), str(r["cmake"]))  # type: ignore[arg-type]
+            for v, r in _data()["releases"].items()]
+    return sorted(rows, key=lambda r: vkey(r.version))
+
+
+def release_for(torch_version: str) -> Release | None:
+    """The row for `2.11.0a0` (2.11), or the newest row for a newer version; None if older than the table."""
+    key = vkey(torch_version)[:2]
+    rows = [r for r in releases() if vkey(r.version) <= key]
+    return rows[-1] if rows else None
+
+
+def checkout_version(checkout: Path) -> str | None:
+    path = checkout / "version.txt"
+    return path.read_text().strip() if path.is_file() else None
+
+
+def python_minimum(checkout: Path) -> str | None:
+    """setup.py's `python_min_version = (3, 10, 0)` as "3.10"."""
+    setup = checkout / "setup.py"
+    if not setup.is_file():
+        return None
+    m = re.search(r"python_min_version\s*=\s*\((\d+),\s*(\d+)", setup.read_text(errors="replace"))
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+def default_arch_list(cuda_version: str) -> str:
+    """The release builders' arch list for the nearest CUDA at or below this one."""
+    table = _data()["arch_lists"]
+    usable = [v for v in table if vkey(v) <= vkey(cuda_version)[:2]]
+    if not usable:
+        return str(table[min(table, key=vkey)])
+    return str(table[max(usable, key=vkey)])
+
+
+def problems(torch_version: str, python: str | None, cuda: str | None, gcc: int | None,
+             python_min: str | None = None) -> tuple[list[str], list[str]]:
+    """(errors, overridable) for a PyTorch version with this Python/CUDA/GCC.
+
+    errors: hard limits (setup.py's python minimum). overridable: outside the release table,
+    an error unless --force.
+    """
+    hard: list[str] = []
+    soft: list[str] = []
+    if python and python_min and vkey(python)[:2] < vkey(python_min):
+        hard.append(f"PyTorch {torch_version} needs Python >= {python_min} (setup.py), not {python}")
+    row = release_for(torch_version)
+    if row is None:
+        return hard, soft
+    low, high = row.python
+    pv = vkey(python)[:2] if python else None
+    if pv and ((low and pv < vkey(low)) or (high and pv > vkey(high))):
+        soft.append(f"PyTorch {row.version} supports Python {low}–{high}, not {python}")
+    if cuda and cuda not in row.cuda:
+        soft.append(f"PyTorch {row.version} was released for CUDA {', '.join(row.cuda)}, not {cuda}")
+    if gcc is not None and gcc < row.gcc:
+        soft.append(f"PyTorch {row.version} needs GCC >= {row.gcc}, not {gcc}")
+    return hard, soft
+
+
+def check(torch_version: str, python: str | None, cuda: str | None, gcc: int | None,
+          python_min: str | None = None, force: bool = False) -> list[str]:
+    """Raise for an unsupported combination (unless force); return the warnings to show."""
+    hard, soft = problems(torch_version, python, cuda, gcc, python_min)
+    if hard:
+        raise TorchbuildError(hard[0], "choose a newer Python with --python")
+    if soft and not force:
+        raise TorchbuildError(soft[0] + (f" (and {len(soft) - 1} more)" if len(soft) > 1 else ""),
+                              "choose a supported combination, or pass --force to build anyway")
+    return soft

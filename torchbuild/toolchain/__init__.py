@@ -1,0 +1,1 @@
+"""What the machine has: CUDA toolkits, Pythons, compilers, GPUs, memory and disk."""
