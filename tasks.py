@@ -115,6 +115,74 @@ def doctor(c, json=False):
     cli.main(ROOT, "doctor", as_json=json)
 
 
-ns = Collection(clone, sync, show_config, demo, pythons, doctor)
+@task(iterable=["set"], help={
+    "cuda": "CUDA toolkit: 13.0, 13 (newest 13.x), auto, or none for a CPU build",
+    "python": "3.X (a managed env for it) or a path to an interpreter",
+    "env": "a managed env by name (inv env.list)",
+    "debug": "DEBUG=1 build",
+    "rel-with-deb-info": "REL_WITH_DEB_INFO=1 build",
+    "jobs": "MAX_JOBS (default: from cores and free memory)",
+    "arch": "TORCH_CUDA_ARCH_LIST, e.g. \"8.0;9.0\" (default: local GPUs, else the toolkit's)",
+    "wheel": "build a wheel into dist/ (local version +cu130 / +cpu)",
+    "clean": "start this configuration's tree from scratch",
+    "set": "KEY=VALUE for the build environment (repeatable), e.g. --set USE_DISTRIBUTED=0",
+    "force": "build a combination the compatibility table rejects",
+    "path": "the checkout (default: source.path)",
+    "dist": "folder for --wheel (default: dist/)",
+    **DRY_RUN,
+    "verbose": "stream the build's raw output",
+})
+def build(c, cuda=None, python=None, env=None, debug=False, rel_with_deb_info=False, jobs=None, arch=None,
+          wheel=False, clean=False, set=None, force=False, path=None, dist=None, dry_run=False, verbose=False):
+    """Build the checkout incrementally (develop mode) for one Python x CUDA, with ccache and logs."""
+    cli.main(ROOT, "build", verbose=verbose, flags={
+        "build.cuda": cuda, "build.python": python, "build.jobs": jobs, "build.arch": arch, "source.path": path,
+    }, debug=debug, rel_with_deb_info=rel_with_deb_info, wheel=wheel, clean=clean, sets=set or [], env_name=env,
+        force=force, dry_run=dry_run, dist=dist)
+
+
+@task(name="clean", help={"all": "every stashed configuration too", "path": "the checkout (default: source.path)",
+                          "config": "one configuration, e.g. py3.12-cpu-release"})
+def clean_trees(c, all=False, config=None, path=None):
+    """Remove build trees (never sources); say what and how many bytes."""
+    cli.main(ROOT, "clean", flags={"source.path": path}, all_trees=all, config=config)
+
+
+ENV_HELP = {"python": "3.X or a path (default: torchbuild's own Python)", "name": "env name (default: py3.X)",
+            "backend": "venv, uv, conda, mamba or micromamba (default: matrix.backend)"}
+
+
+@task(name="create", default=True, help={**ENV_HELP, **DRY_RUN})
+def env_create(c, python=None, name=None, backend=None, dry_run=False):
+    """Create a managed build env with the checkout's build deps (idempotent)."""
+    cli.main(ROOT, "env_create", flags={"matrix.backend": backend}, python=python, name=name, dry_run=dry_run)
+
+
+@task(name="list")
+def env_list(c):
+    """List managed envs: name, Python, backend, path, deps up to date."""
+    cli.main(ROOT, "env_list")
+
+
+@task(name="remove", help={"yes": "do not ask"})
+def env_remove(c, name, yes=False):
+    """Remove a managed env."""
+    cli.main(ROOT, "env_remove", name=name, yes=yes)
+
+
+@task(name="activate", aliases=["shell"], help={"shell": "bash, zsh, fish or csh (default: $SHELL)"})
+def env_activate(c, name, shell=None):
+    """Print the line that activates a managed env: eval "$(inv env.activate py3.12)"."""
+    cli.main(ROOT, "env_activate", name=name, shell=shell)
+
+
+@task(name="run")
+def env_run(c, name):
+    """Run a command inside a managed env: inv env.run py3.12 -- python -c 'import torch'."""
+    cli.main(ROOT, "env_run", name=name, remainder=getattr(c, "remainder", ""))
+
+
+ns = Collection(clone, sync, show_config, demo, pythons, doctor, build, clean_trees)
+ns.add_collection(Collection("env", env_create, env_list, env_remove, env_activate, env_run))
 ns.add_collection(Collection("cuda", cuda_list, cuda_env, cuda_install))
 ns.add_collection(Collection("patch", patch_apply, patch_status, patch_revert, patch_export))

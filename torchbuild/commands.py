@@ -45,6 +45,12 @@ def clone(cfg: Config, dry_run: bool = False, force_skip: bool = False) -> int:
     return 0
 
 
+def _series_has_entries(cfg: Config) -> bool:
+    """A quick look at patches/series, so an empty series costs no git import."""
+    series = cfg.patches_dir / "series"
+    return series.exists() and any(ln.split("#", 1)[0].strip() for ln in series.read_text().splitlines())
+
+
 def _auto_patch(cfg: Config, git: Any, checkout: Path) -> None:
     """Apply the series when patches.auto is on and it has entries."""
     from .patches import apply, read_series
@@ -118,30 +124,37 @@ def _rel(cfg: Config, path: Path) -> str:
 
 
 def demo(cfg: Config, path: str | None = None) -> int:
-    """Make the demo upstream, then clone and sync it like the real thing."""
+    """The whole job on the demo upstream: clone, sync, patch, build, import check."""
     import dataclasses
     import shutil
 
     from .demo import make_upstream
+    from .run import run
 
     con = _console.get()
     base = Path(path).resolve() if path else cfg.cache_root / "demo"
     if base.exists():
-        shutil.rmtree(base)
+        shutil.rmtree(base / "upstream", ignore_errors=True)
+        shutil.rmtree(base / "checkout", ignore_errors=True)
     with con.timed(f"make the demo upstream in {base / 'upstream'}"):
         upstream = make_upstream(base / "upstream")
-    source = dataclasses.replace(cfg.source, url=upstream.url("pytorch"), ref=None,
-                                 path=str(base / "checkout"))
-    demo_cfg = dataclasses.replace(cfg, source=source)
+    source = dataclasses.replace(cfg.source, url=upstream.url("pytorch"), ref=None, path=str(base / "checkout"))
+    demo_build = dataclasses.replace(cfg.build, min_free_gb=min(cfg.build.min_free_gb, 1.0))
+    demo_cfg = dataclasses.replace(cfg, source=source, build=demo_build)
     clone(demo_cfg)
     sync(demo_cfg)
-    con.ok(f"demo checkout ready at {demo_cfg.source_path}")
+    result = build_result(demo_cfg)
+    python = str(result.python)
+    with con.timed("import check: python -c 'import minitorch; print(minitorch.checksum())'"):
+        out = run([python, "-c", "import minitorch; print(minitorch.checksum(), minitorch.cuda_compiled())"],
+                  capture=True, cwd=base).stdout.split()
+    con.ok(f"minitorch imports from {demo_cfg.source_path}: checksum {out[0]}, CUDA kernel built: {out[1]}")
     return 0
 
 
 def _patch_target(cfg: Config, path: str | None, patches: str | None) -> tuple[Path, Path]:
-    checkout = (cfg.root / path).resolve() if path else cfg.source_path
-    patches_dir = (cfg.root / patches).resolve() if patches else cfg.patches_dir
+    checkout = Path(path).resolve() if path else cfg.source_path
+    patches_dir = Path(patches).resolve() if patches else cfg.patches_dir
     if not (checkout / ".git").exists():
         raise TorchbuildError(f"there is no checkout at {checkout}", "run `inv clone` first, or pass --path")
     return checkout, patches_dir
@@ -305,3 +318,215 @@ def doctor(cfg: Config, as_json: bool = False) -> int:
         _table([(r.status.upper() if r.status != doc.OK else "ok", r.name, r.detail, r.fix) for r in table],
                ("status", "what", "found", "fix"))
     return 1 if any(r.status == doc.PROBLEM for r in table) else 0
+
+
+def build(cfg: Config, **options: Any) -> int:
+    """Build the checkout for the selected Python and CUDA; incremental, one tree per configuration."""
+    build_result(cfg, **options)
+    return 0
+
+
+def build_result(cfg: Config, debug: bool = False, rel_with_deb_info: bool = False, wheel: bool = False,
+                 clean: bool = False, sets: Sequence[str] = (), env_name: str | None = None, force: bool = False,
+                 dry_run: bool = False, verbose: bool = False, dist: str | None = None) -> Any:
+    """The build behind `inv build`, `inv demo` and the nox sessions; returns the BuildResult (None: dry run)."""
+    import os
+    import shutil
+    from dataclasses import replace
+
+    from . import build as b
+    from . import compat, envs
+    from .doctor import toolkits
+    from .toolchain import compilers, cuda, gpu
+
+    con = _console.get()
+    checkout = cfg.source_path
+    if not (checkout / "setup.py").exists() and not (checkout / "pyproject.toml").exists():
+        raise TorchbuildError(f"there is nothing to build at {checkout} (no setup.py or pyproject.toml)",
+                              "run `inv clone` first, or point source.path / --path at a checkout")
+    if debug and rel_with_deb_info:
+        raise TorchbuildError("--debug and --rel-with-deb-info exclude each other", "pass one of them")
+    build_type = "debug" if debug else "relwithdebinfo" if rel_with_deb_info else cfg.build.build_type
+    opts = b.BuildOptions(cuda=cfg.build.cuda, python=cfg.build.python, env_name=env_name, build_type=build_type,
+                          jobs=cfg.build.jobs, arch=cfg.build.arch, wheel=wheel, clean=clean,
+                          sets=tuple(parse_sets(sets)), force=force, dry_run=dry_run, verbose=verbose,
+                          dist=Path(dist).resolve() if dist else None)
+    env = dict(os.environ)
+    toolkit = None
+    if opts.cuda not in ("none", "cpu"):
+        toolkit = cuda.select(toolkits(cfg, env), opts.cuda)
+        if toolkit is None:
+            con.info("no CUDA toolkit found: building for CPU (USE_CUDA=0); `inv cuda.install 13.0` adds one")
+        elif not toolkit.nvcc or not Path(toolkit.nvcc).exists():
+            raise TorchbuildError(f"the CUDA {toolkit.version} toolkit at {toolkit.root} is gone or broken",
+                                  "run `inv cuda.list` and choose another with --cuda")
+    explicit = cfg.origins.get("build.python", "").startswith(("flag", "env "))
+    choice = envs.choose(cfg, cfg.build.python if explicit else None, env_name, env)
+    cuda_tag = toolkit.version if toolkit else None
+    if cfg.patches.auto and not dry_run and (checkout / ".git").exists() and _series_has_entries(cfg):
+        _auto_patch(cfg, git_tools(cfg)[0], checkout)
+    choice = envs.ensure(cfg, choice, checkout, cuda_tag, env, dry_run)
+    ccs = compilers.discover(env)
+    notes = []
+    host_cxx = None
+    if toolkit is not None:
+        pick, why = compilers.host_compiler(ccs, toolkit.version)
+        host_cxx = str(pick.cxx) if pick else None
+        if pick:
+            notes.append(why)
+    torch_version = compat.checkout_version(checkout)
+    if torch_version:
+        gcc = compilers.default_gcc(ccs)
+        notes += compat.check(torch_version, choice.version, cuda_tag, gcc.major if gcc else None,
+                              compat.python_minimum(checkout), force)
+    launcher = None
+    if cfg.build.ccache:
+        search = os.pathsep.join([str(choice.prefix / "bin"), env.get("PATH", "")])
+        launcher = shutil.which("ccache", path=search) or shutil.which("sccache", path=search)
+    gpu_arch = gpu.detect(env).arch_list if toolkit else None
+    plan = b.make_plan(cfg, opts, choice, toolkit, host_cxx, gpu_arch, launcher, env, notes)
+    con.info(f"environment: {choice.python} (Python {choice.version}; {choice.reason})")
+    for note in plan.notes:
+        con.info(note)
+    if dry_run:
+        for line in b.describe(plan, env):
+            con.result(line)
+        return None
+    with con.timed(f"build {plan.key}"):
+        result = b.execute(plan, replace(opts), cfg.build.min_free_gb, env)
+    rate = f", ccache {result.hits}/{result.hits + result.misses} hits ({result.hit_rate:.0%})" \
+        if result.hit_rate is not None else ""
+    con.ok(f"{plan.key} built in {result.seconds:.1f}s: {result.compiles} compile step(s){rate}")
+    if result.wheel:
+        con.ok(f"wheel: {result.wheel}")
+    else:
+        con.info(f"use it: {choice.python} -c 'import {plan.package}'")
+    return result
+
+
+def parse_sets(sets: Sequence[str]) -> list[tuple[str, str]]:
+    import re
+
+    out = []
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise TorchbuildError(f"--set takes KEY=VALUE, got '{item}'", "e.g. --set USE_DISTRIBUTED=0")
+        out.append((key, value))
+    return out
+
+
+def clean(cfg: Config, all_trees: bool = False, config: str | None = None) -> int:
+    """Remove build trees (never sources) and say what and how many bytes."""
+    from .build import clean as remove
+
+    con = _console.get()
+    removed = remove(cfg.source_path, all_trees, config)
+    if not removed:
+        con.info(f"no build tree in {cfg.source_path}: nothing to remove")
+    for what, size in removed:
+        con.info(f"removed {what}: {size / 1024 ** 2:.1f} MiB")
+    if removed:
+        con.ok(f"freed {sum(s for _, s in removed) / 1024 ** 2:.1f} MiB")
+    return 0
+
+
+def env_create(cfg: Config, python: str | None = None, name: str | None = None, dry_run: bool = False) -> int:
+    """Create (or verify) a managed env with the checkout's build deps."""
+    import os
+    import sys
+
+    from . import envs
+    from .toolchain import python as pythons
+
+    spec = python or cfg.build.python or f"{sys.version_info[0]}.{sys.version_info[1]}"
+    py = pythons.find(pythons.discover(os.environ, cfg.toolchain.pythons), spec)
+    checkout = cfg.source_path if cfg.source_path.exists() else None
+    made = envs.create(cfg, py, name, cfg.matrix.backend, checkout, os.environ, cfg.build.cuda, dry_run)
+    if not dry_run:
+        _console.get().ok(f"env {made.name}: Python {made.version} at {made.prefix}; "
+                          f"activate with: {envs.activation(made)}")
+    return 0
+
+
+def env_list(cfg: Config) -> int:
+    """Print the managed envs and whether their deps are up to date."""
+    from . import envs
+
+    checkout = cfg.source_path if cfg.source_path.exists() else None
+    rows = []
+    for prefix, made in envs.list_envs(cfg):
+        if made is None:
+            rows.append((prefix.name, "-", "-", str(prefix), "unfinished (made again on next use)"))
+            continue
+        reqs = envs.requirements(checkout, made.version)
+        fresh = made.stamp == envs.stamp_of(made.backend, made.version, reqs, cfg,
+                                            envs._conda_packages(checkout, cfg.build.cuda)
+                                            if made.backend in ("conda", "mamba", "micromamba") else [])
+        rows.append((made.name, made.version, made.backend, str(prefix), "yes" if fresh else "no (inv env.create)"))
+    if not rows:
+        _console.get().info(f"no managed envs in {envs.envs_dir(cfg)}; `inv env.create --python 3.X` makes one")
+        return 0
+    _table(rows, ("name", "python", "backend", "path", "deps up to date"))
+    return 0
+
+
+def _env_named(cfg: Config, name: str) -> Any:
+    from . import envs
+
+    prefix = envs.envs_dir(cfg) / name
+    made = envs.read(prefix)
+    if made is None and not prefix.exists():
+        known = ", ".join(p.name for p, _ in envs.list_envs(cfg)) or "none"
+        raise TorchbuildError(f"there is no managed env '{name}' (envs: {known})",
+                              f"make it with `inv env.create --name {name}`")
+    return prefix, made
+
+
+def env_remove(cfg: Config, name: str, yes: bool = False) -> int:
+    """Remove a managed env (asks unless --yes)."""
+    import shutil
+    import sys
+
+    prefix, _ = _env_named(cfg, name)
+    if not yes:
+        if not sys.stdin or not sys.stdin.isatty():
+            raise TorchbuildError(f"not removing {prefix} without confirmation",
+                                  f"pass --yes: inv env.remove {name} --yes")
+        answer = input(f"remove {prefix}? [y/N] ").strip().lower()
+        if answer not in ("y", "yes"):
+            _console.get().info("kept it")
+            return 1
+    shutil.rmtree(prefix)
+    _console.get().ok(f"removed env {name} ({prefix})")
+    return 0
+
+
+def env_activate(cfg: Config, name: str, shell: str | None = None) -> int:
+    """Print the activation line for the user's shell."""
+    import os
+
+    from . import envs
+
+    prefix, made = _env_named(cfg, name)
+    if made is None:
+        raise TorchbuildError(f"env {name} is unfinished", f"make it again with `inv env.create --name {name}`")
+    shell = shell or os.path.basename(os.environ.get("SHELL", "bash"))
+    _console.get().result(envs.activation(made, shell))
+    return 0
+
+
+def env_run(cfg: Config, name: str, remainder: str = "") -> int:
+    """Run a command inside a managed env (after `--`)."""
+    import os
+    import shlex
+
+    from .run import run
+
+    prefix, made = _env_named(cfg, name)
+    argv = shlex.split(remainder)
+    if not argv:
+        raise TorchbuildError("no command given", f"put it after --: inv env.run {name} -- python -c 'import torch'")
+    path = str(prefix / "bin") + os.pathsep + os.environ.get("PATH", "")
+    result = run(argv, env={"PATH": path, "VIRTUAL_ENV": str(prefix)}, check=False, on_line=_console.get().result)
+    return result.returncode

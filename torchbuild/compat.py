@@ -32,7 +32,8 @@ class Release:
 def _data() -> dict[str, Any]:
     import yaml
 
-    return yaml.safe_load((Path(__file__).parent / "compat.yaml").read_text())
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load((Path(__file__).parent / "compat.yaml").read_text(), Loader=loader)  # noqa: S506 (safe loader)
 
 
 def releases() -> list[Release]:

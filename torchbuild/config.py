@@ -18,6 +18,7 @@ from typing import Any, Mapping
 from .errors import ConfigError
 
 CONFIG_NAME = "torchbuild.yaml"
+CWD_RELATIVE = {"source.path", "patches.dir", "paths.cache_dir", "paths.logs", "paths.envs"}
 ENV_PREFIX = "TORCHBUILD_"
 CUDA_RE = re.compile(r"^(auto|none|cpu|\d+(\.\d+)?)$")
 PYTHON_RE = re.compile(r"^\d+(\.\d+)?$")
@@ -97,6 +98,7 @@ class PathsConfig:
     cache_dir: str | None = _spec(None, "str?", "git mirrors, toolkits, compiler cache "
                                   "(default: $XDG_CACHE_HOME/torchbuild)")
     logs: str = _spec("logs", "str", "build logs, relative to the project")
+    envs: str = _spec(".envs", "str", "managed build environments, relative to the project")
 
 
 SECTIONS: dict[str, type] = {
@@ -170,6 +172,8 @@ def load(root: Path, env: Mapping[str, str], flags: Mapping[str, Any] | None = N
     for key, value in (flags or {}).items():
         if value is None:
             continue
+        if key in CWD_RELATIVE and isinstance(value, str):
+            value = str(Path(value).expanduser().resolve())  # a path typed on the command line: from the cwd
         section, name = key.split(".", 1)
         flag = "--" + name.replace("_", "-")
         values[section][name] = _coerce(_field(section, name), value, flag, from_text=isinstance(value, str))
@@ -205,7 +209,7 @@ def _read_yaml(path: Path) -> dict[str, tuple[Any, int]]:
     where = _show(path)
     try:
         text = path.read_text()
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else "?"
@@ -218,7 +222,7 @@ def _read_yaml(path: Path) -> dict[str, tuple[Any, int]]:
     if not isinstance(root, yaml.MappingNode):
         raise ConfigError(f"{where}:{root.start_mark.line + 1}: the file must be a mapping of sections",
                           f"start {where} with e.g. `source:`")
-    constructor = yaml.SafeLoader("")
+    constructor = getattr(yaml, "CSafeLoader", yaml.SafeLoader)("")
     out: dict[str, tuple[Any, int]] = {}
     for key_node, section_node in root.value:
         section, line = key_node.value, key_node.start_mark.line + 1

@@ -160,11 +160,9 @@ def probe(root: Path, found_by: str) -> Toolkit | None:
     elif not os.access(nvcc, os.X_OK):
         problems.append(f"{nvcc} is not executable")
     elif version is None:
-        res = run([str(nvcc), "--version"], capture=True, echo=False, check=False)
-        version = parse_nvcc_version(res.stdout) if res.returncode == 0 else None
+        version, failure = nvcc_version(nvcc)
         if version is None:
-            last = res.tail.strip().splitlines()
-            problems.append(f"{nvcc} --version failed: {last[-1] if last else '?'}")
+            problems.append(f"{nvcc} --version failed: {failure}")
     if version is None:
         version = "?"
     include = include or root / "include"
@@ -180,6 +178,37 @@ def probe(root: Path, found_by: str) -> Toolkit | None:
                    cudnn, found_by, problems=tuple(problems))
 
 
+VERSION_CACHE: Path | None = None  # set by discover(): nvcc versions by (path, size, mtime)
+
+
+def nvcc_version(nvcc: Path) -> tuple[str | None, str]:
+    """`nvcc --version`, remembered on disk while the binary is unchanged (it costs ~15 ms)."""
+    st = nvcc.stat()
+    key = f"{nvcc}:{st.st_size}:{st.st_mtime_ns}"
+    cache: dict[str, str] = {}
+    if VERSION_CACHE is not None:
+        try:
+            cache = json.loads(VERSION_CACHE.read_text())
+        except (OSError, ValueError):
+            cache = {}
+        if isinstance(cache, dict) and key in cache:
+            return cache[key], ""
+    res = run([str(nvcc), "--version"], capture=True, echo=False, check=False)
+    version = parse_nvcc_version(res.stdout) if res.returncode == 0 else None
+    if version is None:
+        last = res.tail.strip().splitlines()
+        return None, last[-1] if last else "?"
+    if VERSION_CACHE is not None:
+        try:
+            VERSION_CACHE.parent.mkdir(parents=True, exist_ok=True)
+            tmp = VERSION_CACHE.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({**cache, key: version}))
+            tmp.replace(VERSION_CACHE)
+        except OSError:
+            pass
+    return version, ""
+
+
 def _first_dir(*paths: Path) -> Path | None:
     return next((p for p in paths if p.is_dir()), None)
 
@@ -187,6 +216,9 @@ def _first_dir(*paths: Path) -> Path | None:
 def discover(env: Mapping[str, str], extra: Sequence[str] = (), cache_root: Path | None = None,
              site_dirs: Sequence[Path] = (), system_dirs: Sequence[Path] = SYSTEM_DIRS) -> list[Toolkit]:
     """Every toolkit on the machine, one per real folder (links become aliases), newest first."""
+    global VERSION_CACHE
+    if cache_root is not None:
+        VERSION_CACHE = cache_root / "nvcc-versions.json"
     by_real: dict[Path, Toolkit] = {}
     aliases: dict[Path, list[Path]] = {}
     for root, found_by in candidate_roots(env, extra, cache_root, site_dirs, system_dirs):

@@ -1,0 +1,233 @@
+"""`inv build` on the demo project with real cmake, ninja, gcc (and nvcc where present)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from torchbuild.demo import make_upstream
+
+from .conftest import REPO, git, inv
+
+NVCC = Path("/usr/local/cuda-13.0/bin/nvcc")
+needs_nvcc = pytest.mark.skipif(not NVCC.exists(), reason="no nvcc at /usr/local/cuda-13.0 (CUDA 13.0 toolkit)")
+
+
+@pytest.fixture(scope="session")
+def shared(tmp_path_factory):
+    """One env dir and one compiler cache for every build test (the env is made once)."""
+    root = tmp_path_factory.mktemp("shared")
+    return {"TORCHBUILD_PATHS_ENVS": str(root / "envs"), "TORCHBUILD_PATHS_CACHE_DIR": str(root / "cache"),
+            "TORCHBUILD_BUILD_MIN_FREE_GB": "1"}
+
+
+@pytest.fixture
+def demo(tmp_path, shared, monkeypatch):
+    for key, value in shared.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("TORCHBUILD_PATHS_LOGS", str(tmp_path / "logs"))
+    up = make_upstream(tmp_path / "upstream")
+    dest = tmp_path / "co"
+    inv("clone", "--url", up.url("pytorch"), "--path", str(dest), check=True)
+    return dest
+
+
+def build(checkout: Path, *args: str, check: bool | None = True, **kw):
+    return inv("build", "--path", str(checkout), *args, check=check, timeout=600, **kw)
+
+
+def last_log(checkout: Path) -> str:
+    logs = sorted(Path(os.environ["TORCHBUILD_PATHS_LOGS"]).rglob("*.log"), key=lambda p: p.stat().st_mtime)
+    return logs[-1].read_text()
+
+
+def compiled(log: str) -> list[str]:
+    return re.findall(r"Building (?:CXX|C|CUDA) object \S+", log)
+
+
+def env_python() -> Path:
+    envs = Path(os.environ["TORCHBUILD_PATHS_ENVS"])
+    return envs / f"py{sys.version_info[0]}.{sys.version_info[1]}" / "bin" / "python"
+
+
+def run_python(code: str, cwd: Path) -> str:
+    return subprocess.run([str(env_python()), "-c", code], cwd=cwd, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def test_cpu_build_import_noop_and_incremental(demo):
+    first = build(demo, "--cuda", "none")
+    assert "cpu-release built in" in first.stderr and "use it:" in first.stderr
+    assert len(compiled(last_log(demo))) >= 26
+    assert run_python("import minitorch; print(minitorch.checksum(), minitorch.cuda_compiled())", demo.parent) \
+        == "1144625 False"
+    assert git(demo, "status", "--porcelain") == ""  # build outputs and .torchbuild/ stay out of git status
+    noop = build(demo, "--cuda", "none")
+    assert "0 compile step(s)" in noop.stderr and compiled(last_log(demo)) == []
+    (demo / "c10/core/unit_05.cpp").touch()
+    again = build(demo, "--cuda", "none")
+    assert [c.rsplit("/", 1)[-1] for c in compiled(last_log(demo))] == ["unit_05.cpp.o"]
+    assert "1 compile step(s)" in again.stderr
+
+
+@needs_nvcc
+def test_cuda_build_uses_the_selected_nvcc_and_switching_keeps_trees(demo, tmp_path):
+    cu = build(demo, "--cuda", "13.0", "--arch", "8.0")
+    assert "cu130-release built in" in cu.stderr and "TORCH_CUDA_ARCH_LIST=8.0 (--arch)" in cu.stderr
+    log = last_log(demo)
+    assert any(c.endswith("scale.cu.o") for c in compiled(log)) and "Building CUDA object" in log
+    cache = (demo / "build/CMakeCache.txt").read_text()
+    nvcc = re.search(r"CMAKE_CUDA_COMPILER:\w+=(\S+)", cache).group(1)
+    assert Path(nvcc).resolve() == NVCC.resolve()
+    assert re.search(r"CMAKE_CUDA_ARCHITECTURES:\w+=80-real", cache)
+    out = run_python("import minitorch\nprint(minitorch.cuda_compiled())\n"
+                     "try:\n  minitorch.run_kernel(4)\nexcept RuntimeError as e:\n  print('no device:', e)\n"
+                     "else:\n  print('ran')", demo.parent)
+    assert out.splitlines()[0] == "True"
+    cpu = build(demo, "--cuda", "none")
+    assert "kept the py" in cpu.stderr and "cu130-release tree" in cpu.stderr
+    back = build(demo, "--cuda", "13.0", "--arch", "8.0")
+    assert "restored the py" in back.stderr and compiled(last_log(demo)) == []
+    assert "0 compile step(s)" in back.stderr
+
+
+def test_compile_error_shows_the_error_and_the_log(demo):
+    (demo / "c10/core/unit_03.cpp").write_text("int broken( { return 1; }\n")
+    done = build(demo, "--cuda", "none", check=False)
+    assert done.returncode == 1
+    assert "the build of py" in done.stderr and "failed; the first error:" in done.stderr
+    assert re.search(r"unit_03\.cpp:\d+:\d+: error", done.stderr)
+    log_path = re.search(r"full log: (\S+)", done.stderr).group(1)
+    assert Path(log_path).exists() and "error" in Path(log_path).read_text()
+    assert "Traceback" not in done.stderr.split("first error:")[0]
+
+
+def test_dry_run_prints_the_plan_and_runs_nothing(demo, tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHBUILD_PATHS_ENVS", str(tmp_path / "no-envs"))
+    done = build(demo, "--cuda", "none", "--jobs", "3", "--set", "USE_FOO=1", "--dry-run")
+    for label in ("interpreter:", "toolkit:     none (CPU build, USE_CUDA=0)", "build tree:", "log:",
+                  "MAX_JOBS:    3", "USE_FOO=1", "command:", "CMAKE_PREFIX_PATH="):
+        assert label in done.stdout, label
+    assert "would create env" in done.stderr
+    assert not (demo / "build").exists() and not (tmp_path / "no-envs").exists()
+    assert not Path(os.environ["TORCHBUILD_PATHS_LOGS"]).exists()
+
+
+def test_changed_configuration_reconfigures_the_tree(demo):
+    build(demo, "--cuda", "none")
+    done = build(demo, "--cuda", "none", "--set", "USE_FOO=1")
+    assert "configuration changed, reconfiguring: USE_FOO: (unset) -> 1" in done.stderr
+    assert "USE_FOO:UNINITIALIZED=1" in (demo / "build/CMakeCache.txt").read_text()
+    assert "reconfiguring" not in build(demo, "--cuda", "none", "--set", "USE_FOO=1").stderr
+
+
+def test_wheel_has_a_local_version_and_installs(demo, tmp_path):
+    dist = tmp_path / "dist"
+    done = build(demo, "--cuda", "none", "--wheel", "--dist", str(dist))
+    (wheel,) = dist.glob("*.whl")
+    assert wheel.name.startswith("minitorch-2.11.0a0+cpu-") and f"wheel: {wheel}" in done.stderr
+    venv = tmp_path / "smoke"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin/pip"), "install", "-q", "--no-deps", str(wheel)], check=True)
+    out = subprocess.run([str(venv / "bin/python"), "-c", "import minitorch; print(minitorch.checksum())"],
+                         cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+    assert out.strip() == "1144625"
+
+
+def test_clean_removes_trees_not_sources(demo):
+    build(demo, "--cuda", "none")
+    done = inv("clean", "--all", "--path", str(demo), check=True)
+    assert re.search(r"removed py[\d.]+-cpu-release \(.*build\): [\d.]+ MiB", done.stderr)
+    assert "freed" in done.stderr and not (demo / "build").exists()
+    assert git(demo, "status", "--porcelain") == "" and (demo / "c10/core/unit_00.cpp").exists()
+    assert "nothing to remove" in inv("clean", "--path", str(demo), check=True).stderr
+    bad = inv("clean", "--config", "nope", "--path", str(demo))
+    assert bad.returncode == 1 and "no build tree for configuration 'nope'" in bad.stderr
+
+
+def test_nothing_to_build_is_a_clear_error(tmp_path):
+    done = inv("build", "--path", str(tmp_path), "--cuda", "none")
+    assert done.returncode == 1 and "nothing to build" in done.stderr and "inv clone" in done.stderr
+
+
+def test_env_selection_order(demo, tmp_path, monkeypatch):
+    plan = build(demo, "--cuda", "none", "--dry-run").stderr
+    assert "the default Python: managed env py" in plan
+    external = tmp_path / "myvenv"
+    subprocess.run([sys.executable, "-m", "venv", str(external)], check=True)
+    active = build(demo, "--cuda", "none", "--dry-run", env={"VIRTUAL_ENV": str(external)}).stderr
+    assert f"{external}/bin/python" in active and "the active environment (VIRTUAL_ENV)" in active
+    named = build(demo, "--cuda", "none", "--dry-run", "--env", "nope", check=False)
+    assert named.returncode == 1 and "there is no managed env 'nope'" in named.stderr
+
+
+def _wait_for(path: Path, pattern: str, proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        logs = list(path.rglob("*.log"))
+        if logs and re.search(pattern, max(logs, key=lambda p: p.stat().st_mtime).read_text()):
+            return
+        assert proc.poll() is None, "the build ended before it could be interrupted"
+        time.sleep(0.05)
+    raise AssertionError(f"{pattern!r} never appeared")
+
+
+def _compilers_in(checkout: Path) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().decode(errors="replace")
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            continue
+        if str(checkout) in cwd and any(t in cmd for t in ("cc1plus", "ninja", "c++", "cmake")):
+            pids.append(int(proc.name))
+    return pids
+
+
+def test_sigint_stops_the_whole_tree_and_the_next_build_resumes(demo, monkeypatch):
+    monkeypatch.setenv("TORCHBUILD_PATHS_CACHE_DIR", str(demo.parent / "cold-cache"))  # really compile
+    args = [sys.executable, "-m", "invoke", "--search-root", str(REPO), "build", "--path", str(demo),
+            "--cuda", "none", "--jobs", "2"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for(Path(os.environ["TORCHBUILD_PATHS_LOGS"]), r"\[\d+/\d+\] Building CXX", proc)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    deadline = time.monotonic() + 5
+    while _compilers_in(demo) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _compilers_in(demo) == []
+    done = build(demo, "--cuda", "none")
+    assert "cpu-release built in" in done.stderr
+    assert len(compiled(last_log(demo))) < 27  # resumed: what finished before the interrupt is kept
+    assert run_python("import minitorch; print(minitorch.checksum())", demo.parent) == "1144625"
+
+
+def test_two_builds_at_once_take_turns(demo):
+    build(demo, "--cuda", "none")
+    (demo / "c10/core/unit_07.cpp").touch()
+    args = [sys.executable, "-m", "invoke", "--search-root", str(REPO), "build", "--path", str(demo), "--cuda", "none"]
+    first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (demo / ".torchbuild/lock").exists() or not (demo / ".torchbuild/lock").read_text().strip():
+        assert time.monotonic() < deadline and first.poll() is None
+        time.sleep(0.02)
+    second = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err1 = first.communicate(timeout=300)
+    _, err2 = second.communicate(timeout=300)
+    assert first.returncode == 0, err1
+    assert second.returncode == 0, err2
+    assert "another build is running" in err2 and "waiting for it to finish" in err2
+    assert run_python("import minitorch; print(minitorch.checksum())", demo.parent) == "1144625"

@@ -1,0 +1,4 @@
+#pragma once
+namespace fbgemm {
+long gemm_checksum(long n);
+}

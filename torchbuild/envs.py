@@ -1,0 +1,376 @@
+"""Managed build environments (`inv env.*`): venv, uv, conda/mamba/micromamba, with build deps.
+
+An env lives under the project's env dir (`.envs/<name>`). It is trusted only when its stamp
+file (`torchbuild-env.json`, written last) matches the requirement set it was made for; an env
+without a stamp is the remains of a failed creation and is made again. Mirrors are written into
+the env's own pip.conf / .condarc, never into the user's files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from . import console as _console
+from .config import Config
+from .errors import CommandError, TorchbuildError
+from .run import run
+from .toolchain.python import Python
+
+STAMP = "torchbuild-env.json"
+BACKENDS = ("venv", "uv", "conda", "mamba", "micromamba")
+KNOWN = ["setuptools", "wheel", "ninja", "cmake", "numpy", "pyyaml", "cffi", "typing_extensions"]
+
+# Per-Python pins: the last releases that install and work there (pip's own too).
+PINS: dict[str, dict[str, str]] = {
+    "3.6": {"pip": "pip<22", "setuptools": "setuptools<59.7", "numpy": "numpy==1.19.5", "cmake": "cmake<3.28",
+            "ninja": "ninja<1.11.1.2", "wheel": "wheel<0.38", "pyyaml": "pyyaml<6.1", "cffi": "cffi<1.16",
+            "typing_extensions": "typing_extensions<4.2"},
+    "3.7": {"pip": "pip<24.1", "setuptools": "setuptools<68.1", "numpy": "numpy<1.22", "wheel": "wheel<0.43",
+            "typing_extensions": "typing_extensions<4.8"},
+    "3.8": {"pip": "pip<25.1", "setuptools": "setuptools<75.4", "numpy": "numpy<1.25"},
+    "3.9": {"numpy": "numpy<2.1"},
+}
+
+
+@dataclass(frozen=True)
+class Env:
+    """A managed environment on disk."""
+
+    name: str
+    prefix: Path
+    backend: str
+    python: Path  # the env's interpreter
+    version: str  # its Python version
+    stamp: str  # hash of what it was made with
+    setuptools: str = ""
+
+    @property
+    def minor(self) -> str:
+        return ".".join(self.version.split(".")[:2])
+
+
+@dataclass(frozen=True)
+class EnvChoice:
+    """The Python environment a build runs in, and why that one."""
+
+    prefix: Path
+    python: Path
+    version: str
+    reason: str
+    name: str | None = None  # managed env name (None: the user's own env)
+    exists: bool = True
+    backend: str = "venv"
+    setuptools: str = ""
+    creator: object | None = None  # the toolchain Python that creates a missing managed env
+
+    @property
+    def minor(self) -> str:
+        return ".".join(self.version.split(".")[:2])
+
+
+def envs_dir(cfg: Config) -> Path:
+    return (cfg.root / cfg.paths.envs).resolve()
+
+
+def default_name(version: str, backend: str) -> str:
+    minor = ".".join(version.split(".")[:2])
+    return f"py{minor}" if backend == "venv" else f"py{minor}-{backend}"
+
+
+def _name(req: str) -> str:
+    m = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)", req)
+    return m.group(1).lower().replace("-", "_").replace(".", "_") if m else req.lower()
+
+
+def checkout_requirements(checkout: Path | None) -> list[str]:
+    """requirements-build.txt, else requirements.txt, else pyproject's build requires; [] if none."""
+    if checkout is None:
+        return []
+    for name in ("requirements-build.txt", "requirements.txt"):
+        path = checkout / name
+        if path.is_file():
+            lines = [ln.split("#", 1)[0].strip() for ln in path.read_text().splitlines()]
+            return [ln for ln in lines if ln and not ln.startswith("-")]
+    pyproject = checkout / "pyproject.toml"
+    if pyproject.is_file():
+        m = re.search(r"(?ms)^\[build-system\].*?^requires\s*=\s*\[(.*?)\]", pyproject.read_text())
+        if m:
+            return re.findall(r"[\"']([^\"']+)[\"']", m.group(1))
+    return []
+
+
+def requirements(checkout: Path | None, version: str, machine: str | None = None) -> list[str]:
+    """The build deps for this checkout on this Python, with per-Python pins applied."""
+    minor = ".".join(version.split(".")[:2])
+    reqs = checkout_requirements(checkout) or list(KNOWN)
+    names = {_name(r) for r in reqs}
+    if minor == "3.6" and "dataclasses" not in names:
+        reqs.append("dataclasses")
+    if checkout is not None and (checkout / "torch").is_dir() and (machine or platform.machine()) == "x86_64":
+        reqs += [r for r in ("mkl-static", "mkl-include") if _name(r) not in names]
+    pins = PINS.get(minor, {})
+    out = []
+    for req in reqs:
+        bare = re.fullmatch(r"\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*", req) is not None
+        out.append(pins.get(_name(req), req) if bare else req)
+    return sorted(dict.fromkeys(out), key=str.lower)
+
+
+def pip_bootstrap(version: str) -> str | None:
+    return PINS.get(".".join(version.split(".")[:2]), {}).get("pip")
+
+
+def pip_conf(cfg: Config) -> str:
+    lines = ["[global]"]
+    if cfg.mirrors.pip_index_url:
+        lines.append(f"index-url = {cfg.mirrors.pip_index_url}")
+    if cfg.mirrors.pip_extra_index_urls:
+        lines.append("extra-index-url = " + " ".join(cfg.mirrors.pip_extra_index_urls))
+    if cfg.mirrors.pip_trusted_hosts:
+        lines.append("trusted-host = " + " ".join(cfg.mirrors.pip_trusted_hosts))
+    return "\n".join(lines) + "\n"
+
+
+def condarc(cfg: Config) -> str:
+    lines = ["channels:"] + [f"  - {c}" for c in cfg.mirrors.conda_channels or ["conda-forge"]]
+    if cfg.mirrors.conda_channel_priority:
+        lines.append(f"channel_priority: {cfg.mirrors.conda_channel_priority}")
+    return "\n".join(lines) + "\n"
+
+
+def stamp_of(backend: str, version: str, reqs: Sequence[str], cfg: Config, extra: Sequence[str] = ()) -> str:
+    data = json.dumps([backend, version, sorted(reqs), pip_conf(cfg), condarc(cfg), list(extra)])
+    return hashlib.sha256(data.encode()).hexdigest()[:16]
+
+
+def read(prefix: Path) -> Env | None:
+    """The env at `prefix` if its stamp says it was finished."""
+    try:
+        data = json.loads((prefix / STAMP).read_text())
+        return Env(data["name"], Path(data["prefix"]), data["backend"], Path(data["python"]), data["version"],
+                   data["stamp"], data.get("setuptools", ""))
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def list_envs(cfg: Config) -> list[tuple[Path, Env | None]]:
+    root = envs_dir(cfg)
+    return [(p, read(p)) for p in sorted(root.glob("*")) if p.is_dir()] if root.is_dir() else []
+
+
+def backend_exe(backend: str, env: Mapping[str, str]) -> str:
+    """The program for a backend; a clear error saying how to get it when missing."""
+    if backend == "venv":
+        return ""
+    if backend == "uv":
+        exe = shutil.which("uv", path=env.get("PATH"))
+        hint = "pip install uv"
+    else:
+        var = {"conda": "CONDA_EXE", "mamba": "MAMBA_EXE", "micromamba": "MAMBA_EXE"}[backend]
+        exe = env.get(var) if env.get(var) and Path(env[var]).name.startswith(backend) else None
+        exe = exe or shutil.which(backend, path=env.get("PATH"))
+        hint = {"conda": "install Miniforge (https://conda-forge.org/download/) or set CONDA_EXE",
+                "mamba": "install Miniforge, which ships mamba, or set MAMBA_EXE",
+                "micromamba": "install micromamba (https://mamba.readthedocs.io) or set MAMBA_EXE"}[backend]
+    if not exe:
+        raise TorchbuildError(f"the {backend} backend is not installed ({backend} not found)", hint)
+    return exe
+
+
+def create(cfg: Config, python: Python, name: str | None = None, backend: str = "venv",
+           checkout: Path | None = None, env: Mapping[str, str] | None = None, cuda: str | None = None,
+           dry_run: bool = False) -> Env:
+    """Make (or verify) the env; a second call with the same inputs installs nothing."""
+    env = os.environ if env is None else env
+    con = _console.get()
+    if backend not in BACKENDS:
+        raise TorchbuildError(f"unknown backend '{backend}'", f"use one of {', '.join(BACKENDS)}")
+    if python.problem:
+        raise TorchbuildError(f"Python {python.path} cannot be used: {python.problem}", "choose another with --python")
+    exe = backend_exe(backend, env)
+    name = name or default_name(python.version, backend)
+    prefix = envs_dir(cfg) / name
+    reqs = requirements(checkout, python.version)
+    conda_pkgs = _conda_packages(checkout, cuda) if backend in ("conda", "mamba", "micromamba") else []
+    stamp = stamp_of(backend, python.version, reqs, cfg, conda_pkgs)
+    existing = read(prefix)
+    if existing and existing.stamp == stamp and existing.python.exists():
+        con.info(f"env {name} ({prefix}) is up to date: nothing to install")
+        return existing
+    if dry_run:
+        con.info(f"would create env {name} at {prefix} with Python {python.version} ({backend}): {' '.join(reqs)}")
+        return Env(name, prefix, backend, prefix / "bin" / "python", python.version, stamp)
+    if prefix.exists():
+        why = "was left unfinished by a failed run" if existing is None else "is out of date"
+        con.info(f"env {name} {why}: making it again")
+        shutil.rmtree(prefix)
+    _check_writable(prefix.parent)
+    try:
+        with con.timed(f"create env {name} with Python {python.version} ({backend})"):
+            py = _make(backend, exe, python, prefix, cfg, reqs, conda_pkgs)
+            setuptools = run([str(py), "-c", "import setuptools; print(setuptools.__version__)"], capture=True,
+                             echo=False, check=False).stdout.strip()
+            made = Env(name, prefix, backend, py, python.version, stamp, setuptools)
+            (prefix / STAMP).write_text(json.dumps({**asdict(made), "prefix": str(prefix), "python": str(py),
+                                                    "requirements": reqs}, indent=2) + "\n")
+    except BaseException:
+        shutil.rmtree(prefix, ignore_errors=True)
+        raise
+    return made
+
+
+def _check_writable(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".torchbuild-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise TorchbuildError(f"cannot write the env dir {folder}: {exc.strerror}",
+                              "set paths.envs in torchbuild.yaml to a writable folder with free space") from None
+
+
+def _make(backend: str, exe: str, python: Python, prefix: Path, cfg: Config, reqs: list[str],
+          conda_pkgs: list[str]) -> Path:
+    py = prefix / "bin" / "python"
+    if backend == "venv":
+        if not python.venv:
+            raise TorchbuildError(f"Python {python.version} at {python.path} cannot create venvs (no venv/ensurepip)",
+                                  "install its venv package (apt-get install python3-venv), or use --backend uv")
+        run([str(python.path), "-m", "venv", str(prefix)])
+        (prefix / "pip.conf").write_text(pip_conf(cfg))
+        pin = pip_bootstrap(python.version)
+        pip = [str(py), "-m", "pip", "--disable-pip-version-check"]
+        if pin:
+            run([*pip, "install", "-q", pin], env={"PIP_CONFIG_FILE": str(prefix / "pip.conf")})
+        _install(pip + ["install", "-q"], reqs, python.version, {"PIP_CONFIG_FILE": str(prefix / "pip.conf")})
+    elif backend == "uv":
+        run([exe, "venv", "--quiet", "--seed", "--python", str(python.path), str(prefix)])
+        (prefix / "pip.conf").write_text(pip_conf(cfg))
+        flags = []
+        if cfg.mirrors.pip_index_url:
+            flags += ["--index-url", cfg.mirrors.pip_index_url]
+        for url in cfg.mirrors.pip_extra_index_urls:
+            flags += ["--extra-index-url", url]
+        _install([exe, "pip", "install", "--quiet", "--python", str(py), *flags], reqs, python.version, {})
+    else:
+        prefix.mkdir(parents=True)
+        (prefix / ".condarc").write_text(condarc(cfg))
+        channels = [a for c in (cfg.mirrors.conda_channels or ["conda-forge"]) for a in ("-c", c)]
+        run([exe, "create", "--yes", "--prefix", str(prefix), "--override-channels", *channels,
+             f"python={python.minor}", *conda_pkgs], env={"CONDARC": str(prefix / ".condarc")})
+        (prefix / "pip.conf").write_text(pip_conf(cfg))
+        _install([str(py), "-m", "pip", "install", "-q"], reqs, python.version,
+                 {"PIP_CONFIG_FILE": str(prefix / "pip.conf")})
+    return py
+
+
+def _conda_packages(checkout: Path | None, cuda: str | None) -> list[str]:
+    """What conda provides better than pip: MKL, and magma for the CUDA in use."""
+    pkgs = ["mkl", "mkl-include"]
+    if cuda and cuda not in ("none", "cpu", "auto"):
+        pkgs.append(f"magma-cuda{cuda.replace('.', '')}")
+    return pkgs
+
+
+def _install(argv: list[str], reqs: list[str], version: str, env: Mapping[str, str]) -> None:
+    try:
+        run([*argv, *reqs], env=env)
+    except CommandError as exc:
+        m = re.search(r"(?:No matching distribution found for|Could not find a version that satisfies the "
+                      r"requirement|Because\s+)(\S+)", exc.output)
+        what = m.group(1) if m else "a requirement"
+        raise TorchbuildError(f"cannot install {what} for Python {version}",
+                              f"pin a version that supports Python {version} in the checkout's requirements, "
+                              "or choose another Python") from None
+
+
+def activation(env: Env, shell: str = "bash") -> str:
+    """The line that activates `env` in the user's shell."""
+    if env.backend in ("conda", "mamba", "micromamba"):
+        return f"{env.backend} activate {env.prefix}"
+    if shell == "fish":
+        return f"source {env.prefix}/bin/activate.fish"
+    if shell in ("csh", "tcsh"):
+        return f"source {env.prefix}/bin/activate.csh"
+    return f"source {env.prefix}/bin/activate"
+
+
+def choose(cfg: Config, python_spec: str | None, env_name: str | None, base_env: Mapping[str, str],
+           tool_prefix: str | None = None) -> EnvChoice:
+    """The env a build uses: --env NAME, --python X (managed), the active env, else the default Python's."""
+    import sys
+
+    from .toolchain import python as pythons
+
+    backend = cfg.matrix.backend
+    root = envs_dir(cfg)
+    if env_name:
+        made = read(root / env_name)
+        if made is None:
+            known = ", ".join(p.name for p, e in list_envs(cfg) if e) or "none"
+            raise TorchbuildError(f"there is no managed env '{env_name}' (envs: {known})",
+                                  f"make it with `inv env.create --name {env_name} --python 3.X`")
+        return EnvChoice(made.prefix, made.python, made.version, f"--env {env_name}", made.name, True, made.backend,
+                         made.setuptools)
+    reason = f"--python {python_spec}" if python_spec else ""
+    if python_spec is None:
+        active = base_env.get("VIRTUAL_ENV") or base_env.get("CONDA_PREFIX")
+        own = Path(tool_prefix or sys.prefix).resolve()
+        if active and Path(active).resolve() != own and Path(active).resolve().parent != root:
+            py = pythons.probe(Path(active) / "bin" / "python", "active env")
+            if py.problem:
+                raise TorchbuildError(f"the active environment {active} is broken: {py.problem}",
+                                      "deactivate it, or pass --python / --env")
+            var = "VIRTUAL_ENV" if base_env.get("VIRTUAL_ENV") else "CONDA_PREFIX"
+            tools = run([str(py.path), "-c", "import setuptools; print(setuptools.__version__)"], capture=True,
+                        echo=False, check=False).stdout.strip()
+            return EnvChoice(Path(active), Path(active) / "bin" / "python", py.version,
+                             f"the active environment ({var})", None, True, "external", tools)
+        python_spec = cfg.build.python or f"{sys.version_info[0]}.{sys.version_info[1]}"
+        reason = "build.python" if cfg.build.python else "the default Python"
+    if "/" not in python_spec:  # a finished managed env for this version needs no discovery
+        for prefix in (root / default_name(python_spec, backend),):
+            made = read(prefix)
+            if made and (made.minor == python_spec or made.version == python_spec):
+                return EnvChoice(made.prefix, made.python, made.version, f"{reason}: managed env {made.name}",
+                                 made.name, True, made.backend, made.setuptools)
+    creator = pythons.find(pythons.discover(base_env, cfg.toolchain.pythons), python_spec)
+    name = default_name(creator.version, backend)
+    made = read(root / name)
+    return EnvChoice(root / name, root / name / "bin" / "python", creator.version,
+                     f"{reason}: managed env {name}", name, made is not None, backend,
+                     made.setuptools if made else "", creator)
+
+
+def ensure(cfg: Config, choice: EnvChoice, checkout: Path, cuda: str | None, base_env: Mapping[str, str],
+           dry_run: bool = False) -> EnvChoice:
+    """Create or update a managed env when needed (its stamp decides); the choice with what it has."""
+    from dataclasses import replace
+
+    from .toolchain import python as pythons
+
+    if choice.name is None:
+        return choice
+    made = read(choice.prefix)
+    creator = choice.creator
+    if made is not None:
+        reqs = requirements(checkout, made.version)
+        extra = _conda_packages(checkout, cuda) if made.backend in ("conda", "mamba", "micromamba") else []
+        if made.stamp == stamp_of(made.backend, made.version, reqs, cfg, extra) and made.python.exists():
+            return choice
+    if creator is None:
+        creator = pythons.find(pythons.discover(base_env, cfg.toolchain.pythons), choice.version)
+    assert isinstance(creator, Python)
+    new = create(cfg, creator, choice.name, choice.backend if choice.backend in BACKENDS else "venv", checkout,
+                 base_env, cuda, dry_run)
+    return replace(choice, prefix=new.prefix, python=new.python, version=new.version, exists=not dry_run,
+                   setuptools=new.setuptools)
