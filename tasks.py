@@ -1,5 +1,6 @@
 """torchbuild's tasks: `inv --list`. Each task parses its flags and calls torchbuild; no logic here."""
 
+import sys
 from pathlib import Path
 
 from invoke import Collection, task
@@ -179,7 +180,8 @@ def env_activate(c, name, shell=None):
 @task(name="run")
 def env_run(c, name):
     """Run a command inside a managed env: inv env.run py3.12 -- python -c 'import torch'."""
-    cli.main(ROOT, "env_run", name=name, remainder=getattr(c, "remainder", ""))
+    argv = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else []  # invoke's remainder loses quoting
+    cli.main(ROOT, "env_run", name=name, argv=argv)
 
 
 ns = Collection(clone, sync, show_config, demo, pythons, doctor, build, clean_trees)

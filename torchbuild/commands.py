@@ -516,17 +516,15 @@ def env_activate(cfg: Config, name: str, shell: str | None = None) -> int:
     return 0
 
 
-def env_run(cfg: Config, name: str, remainder: str = "") -> int:
+def env_run(cfg: Config, name: str, argv: Sequence[str] = ()) -> int:
     """Run a command inside a managed env (after `--`)."""
     import os
-    import shlex
 
     from .run import run
 
     prefix, made = _env_named(cfg, name)
-    argv = shlex.split(remainder)
     if not argv:
         raise TorchbuildError("no command given", f"put it after --: inv env.run {name} -- python -c 'import torch'")
     path = str(prefix / "bin") + os.pathsep + os.environ.get("PATH", "")
-    result = run(argv, env={"PATH": path, "VIRTUAL_ENV": str(prefix)}, check=False, on_line=_console.get().result)
+    result = run(list(argv), env={"PATH": path, "VIRTUAL_ENV": str(prefix)}, check=False, on_line=_console.get().result)
     return result.returncode

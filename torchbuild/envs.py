@@ -250,7 +250,7 @@ def _make(backend: str, exe: str, python: Python, prefix: Path, cfg: Config, req
         pin = pip_bootstrap(python.version)
         pip = [str(py), "-m", "pip", "--disable-pip-version-check"]
         if pin:
-            run([*pip, "install", "-q", pin], env={"PIP_CONFIG_FILE": str(prefix / "pip.conf")})
+            run([*pip, "install", "-q", "--upgrade", pin], env={"PIP_CONFIG_FILE": str(prefix / "pip.conf")})
         _install(pip + ["install", "-q"], reqs, python.version, {"PIP_CONFIG_FILE": str(prefix / "pip.conf")})
     elif backend == "uv":
         run([exe, "venv", "--quiet", "--seed", "--python", str(python.path), str(prefix)])
@@ -286,7 +286,7 @@ def _install(argv: list[str], reqs: list[str], version: str, env: Mapping[str, s
         run([*argv, *reqs], env=env)
     except CommandError as exc:
         m = re.search(r"(?:No matching distribution found for|Could not find a version that satisfies the "
-                      r"requirement|Because\s+)(\S+)", exc.output)
+                      r"requirement|Because)\s+(\S+)", exc.output)
         what = m.group(1) if m else "a requirement"
         raise TorchbuildError(f"cannot install {what} for Python {version}",
                               f"pin a version that supports Python {version} in the checkout's requirements, "
