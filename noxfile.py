@@ -1,9 +1,43 @@
-"""Nox sessions: `nox -l`. Each session wires flags to torchbuild; no logic here."""
+"""Nox sessions: `nox -l`. The build matrix comes from torchbuild.yaml; each session calls torchbuild.
+
+Interpreters come from torchbuild's discovery (pyenv, conda, uv, PATH): a folder of python3.X links
+is put first on PATH, so `nox -s build-3.6` finds a pyenv 3.6 its shims do not expose.
+"""
+
+import os
+from pathlib import Path
 
 import nox
 
+from torchbuild import matrix
+
+ROOT = Path(__file__).resolve().parent
+PYTHONS, CUDAS, PAIRS = matrix.axes(ROOT)
+BACKEND = os.environ.get("TORCHBUILD_MATRIX_BACKEND") or matrix.load(ROOT, os.environ).matrix.backend
+os.environ["PATH"] = f"{matrix.expose_interpreters(ROOT, PYTHONS)}{os.pathsep}{os.environ.get('PATH', '')}"
+
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True
+
+
+@nox.session(python=PYTHONS, venv_backend=BACKEND)
+@nox.parametrize("cuda", CUDAS)
+def build(session: nox.Session, cuda: str) -> None:
+    """Build a wheel for this Python x CUDA into dist/<session>/ and import it in a fresh env."""
+    if (session.python, cuda) not in PAIRS:
+        session.skip(f"{session.python}:{cuda} is not in the matrix (matrix.exclude)")
+    force = "--force" in session.posargs
+    reason = None if force else matrix.skip_reason(matrix.load(ROOT, os.environ), str(session.python), cuda)
+    if reason:
+        matrix.run_session(ROOT, str(session.python), cuda)  # records the skip in the summary
+        session.skip(reason)
+    pin, requirements = matrix.requirements(ROOT, str(session.python))
+    if pin:
+        session.install("--upgrade", pin)
+    session.install(*requirements)
+    record = matrix.run_session(ROOT, str(session.python), cuda, force, Path(session.virtualenv.location))
+    if record["result"] == "failed":
+        session.error(record["reason"])
 
 
 @nox.session
@@ -17,7 +51,7 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff over the library, the entry points and the tests."""
     session.install("ruff")
-    session.run("ruff", "check", "torchbuild", "tests", "tasks.py", "noxfile.py")
+    session.run("ruff", "check", "torchbuild", "tests", "tasks.py", "noxfile.py", "bench")
 
 
 @nox.session
@@ -25,3 +59,9 @@ def typecheck(session: nox.Session) -> None:
     """mypy over torchbuild/."""
     session.install("-e", ".", "mypy", "types-PyYAML", "types-colorama")
     session.run("mypy")
+
+
+@nox.session(venv_backend="none")
+def bench(session: nox.Session) -> None:
+    """Benchmarks against the plain recipe (quick run)."""
+    session.run("python", "bench/run.py", "--quick", *session.posargs)

@@ -184,7 +184,17 @@ def env_run(c, name):
     cli.main(ROOT, "env_run", name=name, argv=argv)
 
 
-ns = Collection(clone, sync, show_config, demo, pythons, doctor, build, clean_trees)
+@task(name="matrix", help={
+    "failed": "run again only the sessions that failed last time (dist/matrix-summary.json)",
+    "session": "a nox session or prefix, e.g. build-3.12 (repeatable; default: every build session)",
+    "force": "build combinations the compatibility table rejects",
+}, iterable=["session"])
+def run_matrix(c, failed=False, session=None, force=False):
+    """Run the nox build matrix (one wheel per Python x CUDA) and print the summary table."""
+    cli.main(ROOT, "matrix", failed=failed, sessions=session or [], force=force)
+
+
+ns = Collection(clone, sync, show_config, demo, pythons, doctor, build, clean_trees, run_matrix)
 ns.add_collection(Collection("env", env_create, env_list, env_remove, env_activate, env_run))
 ns.add_collection(Collection("cuda", cuda_list, cuda_env, cuda_install))
 ns.add_collection(Collection("patch", patch_apply, patch_status, patch_revert, patch_export))

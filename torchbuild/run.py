@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -48,8 +49,16 @@ def merged_env(base: Mapping[str, str], changes: EnvChanges | None) -> dict[str,
     return env
 
 
+CREDENTIALS = re.compile(r"(\w+://)[^/@\s]+@")
+
+
+def mask(text: str) -> str:
+    """Hide the user:password part of URLs (remote cache, mirrors) in anything shown or logged."""
+    return CREDENTIALS.sub(r"\1***@", text)
+
+
 def describe_env(base: Mapping[str, str], changes: EnvChanges | None) -> list[str]:
-    """The changed variables as shell words; a grown PATH-like value shows `$VAR`."""
+    """The changed variables as shell words; a grown PATH-like value shows `$VAR`; credentials hidden."""
     words = []
     for key, value in sorted((changes or {}).items()):
         old = base.get(key)
@@ -65,13 +74,13 @@ def describe_env(base: Mapping[str, str], changes: EnvChanges | None) -> list[st
             shown = "$" + key + shlex.quote(value[len(old):])
         else:
             shown = shlex.quote(value)
-        words.append(f"{key}={shown}")
+        words.append(mask(f"{key}={shown}"))
     return words
 
 
 def format_command(argv: Sequence[str], base: Mapping[str, str], changes: EnvChanges | None,
                    cwd: Path | str | None = None) -> str:
-    parts = describe_env(base, changes) + [shlex.join(argv)]
+    parts = describe_env(base, changes) + [mask(shlex.join(argv))]
     text = " ".join(parts)
     return f"(cd {shlex.quote(str(cwd))} && {text})" if cwd else text
 

@@ -1,0 +1,157 @@
+"""The nox matrix (sessions from the config, shared compiler cache, summary) and the remote cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from torchbuild.demo import make_upstream
+
+from .conftest import REAL_HOME, REPO, inv
+
+PYENV = REAL_HOME / ".pyenv" / "versions"
+
+
+def has_python(minor: str) -> bool:
+    return any(PYENV.glob(f"{minor}.*/bin/python3"))
+
+
+def project(tmp_path: Path, yaml: str) -> Path:
+    """A project folder with its own tasks.py, noxfile.py and torchbuild.yaml (dist/ and logs/ stay in tmp)."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    for name in ("tasks.py", "noxfile.py"):
+        shutil.copy(REPO / name, proj / name)
+    (proj / "torchbuild.yaml").write_text(yaml)
+    return proj
+
+
+def nox_list(proj: Path, *sessions: str) -> list[str]:
+    out = subprocess.run([sys.executable, "-m", "nox", "--noxfile", str(proj / "noxfile.py"), "-l", "--json",
+                          "-s", *sessions],
+                         capture_output=True, text=True, check=True, env={**os.environ, "HOME": str(REAL_HOME)})
+    return [s["session"] for s in json.loads(out.stdout)]
+
+
+def test_sessions_come_from_the_config(tmp_path):
+    proj = project(tmp_path, 'matrix:\n  pythons: ["3.10", "3.12"]\n  cudas: ["none", "13.0"]\n'
+                             '  exclude: ["3.10:13.0"]\n  include: ["3.6:none"]\n'
+                             f"paths:\n  cache_dir: {tmp_path / 'cache'}\n")
+    names = nox_list(proj, "build", "tests", "lint", "typecheck", "bench")
+    builds = [n for n in names if n.startswith("build")]
+    assert builds == ["build-3.10(cuda='none')", "build-3.10(cuda='13.0')", "build-3.12(cuda='none')",
+                      "build-3.12(cuda='13.0')", "build-3.6(cuda='none')", "build-3.6(cuda='13.0')"]
+    assert {"tests", "lint", "typecheck", "bench"} <= set(names)
+
+
+@pytest.fixture
+def demo_project(tmp_path):
+    if not (has_python("3.10") and has_python("3.12")):
+        pytest.skip("needs pyenv Pythons 3.10 and 3.12")
+    up = make_upstream(tmp_path / "upstream")
+    proj = project(tmp_path, f"source:\n  url: {up.url('pytorch')}\n  path: {tmp_path / 'co'}\n"
+                             'matrix:\n  pythons: ["3.10", "3.12"]\n  cudas: ["none"]\n'
+                             f"paths:\n  cache_dir: {tmp_path / 'cache'}\nbuild:\n  min_free_gb: 1\n")
+    env = {"HOME": str(REAL_HOME), "PIP_CACHE_DIR": str(REAL_HOME / ".cache" / "pip")}
+    inv("clone", root=proj, env=env, check=True)
+    return proj, env, tmp_path / "co"
+
+
+@pytest.mark.slow
+def test_matrix_builds_importable_wheels_and_shares_the_core(demo_project):
+    proj, env, checkout = demo_project
+    done = inv("matrix", root=proj, env=env, check=True, timeout=900)
+    summary = json.loads((proj / "dist/matrix-summary.json").read_text())["sessions"]
+    assert [(s["session"], s["result"]) for s in summary] == [("build-3.10(cuda='none')", "ok"),
+                                                             ("build-3.12(cuda='none')", "ok")]
+    for s in summary:
+        wheel = Path(s["wheel"])
+        assert wheel.parent == proj / "dist" / s["session"] and "+cpu-cp3" in wheel.name
+    assert "imports in a fresh env" in done.output
+    second = summary[1]
+    assert second["hits"] >= 25 and second["misses"] <= 2  # only the Python extension is compiled again
+    assert "build-3.12(cuda='none')  3.12    none  ok" in done.stdout and "ccache hits" in done.stdout
+
+    # A failure is recorded; `--failed` runs only that session again.
+    unit = checkout / "c10/core/unit_03.cpp"
+    good = unit.read_text()
+    unit.write_text("int broken( {\n")
+    failed = inv("matrix", "--session", "build-3.12", root=proj, env=env, timeout=600)
+    assert failed.returncode != 0 and "inv matrix --failed" in failed.stderr
+    records = {s["session"]: s["result"] for s in json.loads((proj / "dist/matrix-summary.json").read_text())["sessions"]}
+    assert records == {"build-3.10(cuda='none')": "ok", "build-3.12(cuda='none')": "failed"}
+    unit.write_text(good)
+    again = inv("matrix", "--failed", root=proj, env=env, check=True, timeout=600)
+    assert "build-3.12(cuda='none')" in again.stdout and "Running session build-3.10" not in again.stdout
+    records = {s["session"]: s["result"] for s in json.loads((proj / "dist/matrix-summary.json").read_text())["sessions"]}
+    assert set(records.values()) == {"ok"}
+
+
+@pytest.mark.slow
+def test_unsupported_pair_is_skipped_with_the_reason(demo_project):
+    if not has_python("3.6"):
+        pytest.skip("needs pyenv Python 3.6")
+    proj, env, _ = demo_project
+    yaml = (proj / "torchbuild.yaml").read_text().replace('pythons: ["3.10", "3.12"]', 'pythons: ["3.6"]')
+    (proj / "torchbuild.yaml").write_text(yaml)
+    done = inv("matrix", root=proj, env=env, timeout=600)
+    assert done.returncode == 0, done.output
+    assert "PyTorch 2.11 supports Python 3.10–3.14, not 3.6" in done.output and "--force" in done.output
+    (record,) = json.loads((proj / "dist/matrix-summary.json").read_text())["sessions"]
+    assert record["result"] == "skipped" and not (proj / "dist" / record["session"]).exists()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def redis_url(tmp_path):
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server; .ci/run does)")
+    port = free_port()
+    proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline and proc.poll() is None, "redis-server did not start"
+            time.sleep(0.05)
+    yield f"redis://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.mark.slow
+def test_remote_cache_serves_a_clean_machine(tmp_path, redis_url):
+    up = make_upstream(tmp_path / "upstream")
+    cache = tmp_path / "cache"
+    env = {"TORCHBUILD_CACHE_REMOTE": redis_url, "TORCHBUILD_PATHS_CACHE_DIR": str(cache),
+           "TORCHBUILD_BUILD_MIN_FREE_GB": "1", "TORCHBUILD_PATHS_ENVS": str(tmp_path / "envs"),
+           "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs"), "TORCHBUILD_CACHE_PASSWORD": "s3cret-pw",
+           "PIP_CACHE_DIR": str(REAL_HOME / ".cache" / "pip")}
+    for name in ("one", "two"):
+        inv("clone", "--url", up.url("pytorch"), "--path", str(tmp_path / name), env=env, check=True)
+    first = inv("build", "--path", str(tmp_path / "one"), "--cuda", "none", env=env, check=True, timeout=600)
+    assert "s3cret-pw" not in first.output and "CCACHE_REMOTE_STORAGE=redis://***@127.0.0.1" in \
+        inv("build", "--path", str(tmp_path / "one"), "--cuda", "none", "--dry-run", env=env, check=True).stdout
+    shutil.rmtree(cache / "ccache")  # a new runner: nothing in the local cache
+    second = inv("build", "--path", str(tmp_path / "two"), "--cuda", "none", env=env, check=True, timeout=600)
+    stats = sorted((tmp_path / "logs").rglob("*.ccache-stats"), key=lambda p: p.stat().st_mtime)[-1].read_text()
+    remote_hits = stats.split().count("remote_storage_hit")
+    assert remote_hits > 0 and f"{remote_hits} from the remote cache" in second.stderr
+    assert stats.split().count("cache_miss") == 0  # nothing was compiled again

@@ -1,0 +1,177 @@
+"""The Python x CUDA matrix: what the nox sessions are, what one session does, and the summary.
+
+A session builds a wheel of the checkout with the same library calls as `inv build --wheel`,
+into dist/<session>/, then installs it into a fresh venv and imports it. Every session shares
+one compiler cache (and one build tree per configuration), so the Python-independent core is
+compiled once per CUDA version and reused by the other Pythons.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from . import console as _console
+from .config import Config, load
+from .errors import TorchbuildError
+
+SUMMARY = "matrix-summary.json"
+
+
+def session_name(python: str, cuda: str) -> str:
+    return f"build-{python}(cuda='{cuda}')"
+
+
+def combos(cfg: Config) -> list[tuple[str, str]]:
+    """(python, cuda) pairs: pythons x cudas, plus include, minus exclude; config order."""
+    pairs = [(p, c) for p in cfg.matrix.pythons for c in cfg.matrix.cudas]
+    pairs += [tuple(i.split(":", 1)) for i in cfg.matrix.include if tuple(i.split(":", 1)) not in pairs]  # type: ignore[misc]
+    excluded = {tuple(e.split(":", 1)) for e in cfg.matrix.exclude}
+    return [pair for pair in pairs if pair not in excluded]
+
+
+def axes(root: Path, env: Mapping[str, str] | None = None) -> tuple[list[str], list[str], set[tuple[str, str]]]:
+    """For the noxfile: (pythons, cudas, the pairs that are really sessions)."""
+    cfg = load(root, os.environ if env is None else env)
+    pairs = combos(cfg)
+    pythons = list(dict.fromkeys(p for p, _ in pairs))
+    cudas = list(dict.fromkeys(c for _, c in pairs))
+    return pythons, cudas, set(pairs)
+
+
+def skip_reason(cfg: Config, python: str, cuda: str) -> str | None:
+    """Why the compatibility table rejects this pair for the checkout (None: build it)."""
+    from . import compat
+
+    version = compat.checkout_version(cfg.source_path)
+    if not version:
+        return None
+    hard, soft = compat.problems(version, python, None if cuda in ("none", "cpu") else cuda, None,
+                                 compat.python_minimum(cfg.source_path))
+    problems = hard + soft
+    return problems[0] + " (--force builds it anyway)" if problems else None
+
+
+def run_session(root: Path, python: str, cuda: str, force: bool = False, venv: Path | None = None,
+                env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Build one pair's wheel (in `venv`, nox's env for the session) and smoke-import it.
+
+    The record is also merged into dist/matrix-summary.json."""
+    from .commands import build_result
+    from .run import run
+
+    env = dict(os.environ if env is None else env)
+    if venv is not None:
+        env["VIRTUAL_ENV"] = str(venv)
+        env["PATH"] = str(venv / "bin") + os.pathsep + env.get("PATH", "")
+    flags = {"build.cuda": cuda} if venv is not None else {"build.python": python, "build.cuda": cuda}
+    cfg = load(root, env, flags)  # with a venv (nox's), the build runs in it as "the active environment"
+    name = session_name(python, cuda)
+    dist = cfg.root / "dist" / name
+    record: dict[str, Any] = {"session": name, "python": python, "cuda": cuda, "result": "ok", "seconds": 0.0,
+                              "hit_rate": None, "hits": 0, "misses": 0, "wheel": None, "reason": ""}
+    start = time.monotonic()
+    con = _console.get()
+    reason = None if force else skip_reason(cfg, python, cuda)
+    if reason:
+        record.update(result="skipped", reason=reason)
+        con.warn(f"{name}: skipped: {reason}")
+    else:
+        try:
+            result = build_result(cfg, wheel=True, dist=str(dist), force=force, base_env=env)
+            record.update(hits=result.hits, misses=result.misses, hit_rate=result.hit_rate,
+                          wheel=str(result.wheel) if result.wheel else None)
+            if result.wheel is None:
+                raise TorchbuildError(f"the build left no wheel in {dist}", "look at the build log")
+            smoke_import(Path(str(result.python)), result.wheel, result.package, run)
+        except TorchbuildError as exc:
+            record.update(result="failed", reason=exc.message)
+            con.error(f"{name}: {exc.message}", exc.hint)
+    record["seconds"] = round(time.monotonic() - start, 2)
+    write_summary(cfg.root / "dist" / SUMMARY, record)
+    return record
+
+
+def smoke_import(env_python: Path, wheel: Path, package: str, run: Any) -> None:
+    """Install the wheel into a fresh venv (no deps) and import it there."""
+    with tempfile.TemporaryDirectory(prefix="tb-smoke-") as tmp:
+        venv = Path(tmp) / "venv"
+        base = run([str(env_python), "-c", "import sys; print(getattr(sys, 'base_prefix', sys.prefix))"],
+                   capture=True, echo=False).stdout.strip()
+        interpreter = next((p for p in (Path(base) / "bin" / "python3", Path(base) / "bin" / "python") if p.exists()),
+                           env_python)
+        run([str(interpreter), "-m", "venv", "--without-pip", str(venv)], echo=False)
+        site = run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                   capture=True, echo=False).stdout.strip()
+        run([str(env_python), "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", site,
+             str(wheel)], echo=False)
+        out = run([str(venv / "bin" / "python"), "-c", f"import {package}; print({package}.__file__)"],
+                  capture=True, echo=False, cwd=tmp, check=False)
+        if out.returncode != 0 or not out.stdout.strip().startswith(site):
+            raise TorchbuildError(f"the wheel {wheel.name} does not import in a fresh env: "
+                                  f"{(out.stderr or out.stdout).strip().splitlines()[-1:]}",
+                                  "look at what the wheel holds: python -m zipfile -l " + str(wheel))
+        _console.get().ok(f"{wheel.name} imports in a fresh env")
+
+
+def write_summary(path: Path, record: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {"sessions": []}
+    data["sessions"] = [s for s in data.get("sessions", []) if s.get("session") != record["session"]] + [dict(record)]
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(path)
+
+
+def read_summary(root: Path) -> list[dict[str, Any]]:
+    try:
+        return list(json.loads((root / "dist" / SUMMARY).read_text()).get("sessions", []))
+    except (OSError, ValueError):
+        return []
+
+
+def table(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    rows = []
+    for r in records:
+        rate = f"{r['hit_rate']:.0%}" if r.get("hit_rate") is not None else "-"
+        rows.append((r["session"], r["python"], r["cuda"], r["result"], f"{r['seconds']:.1f}s", rate,
+                     r.get("wheel") or r.get("reason") or "-"))
+    return rows
+
+
+def requirements(root: Path, python_version: str) -> tuple[str | None, list[str]]:
+    """(pip bootstrap pin, build requirements) for a session's env, as `inv env.create` has them."""
+    from . import envs
+
+    cfg = load(root, os.environ)
+    checkout = cfg.source_path if cfg.source_path.exists() else None
+    return envs.pip_bootstrap(python_version), envs.requirements(checkout, python_version)
+
+
+def expose_interpreters(root: Path, pythons: list[str], env: Mapping[str, str] | None = None) -> Path:
+    """Make nox find the matrix's Pythons wherever torchbuild finds them (pyenv behind shims, conda, uv):
+    a folder of python3.X links, put first on PATH. Returns the folder."""
+    from .toolchain import python as discovery
+
+    env = os.environ if env is None else env
+    cfg = load(root, env)
+    links = cfg.cache_root / "pythons"
+    missing = [p for p in pythons if not (links / f"python{p}").exists()]
+    if missing:
+        links.mkdir(parents=True, exist_ok=True)
+        found = discovery.discover(env, cfg.toolchain.pythons)
+        for minor in missing:
+            match = [p for p in found if p.problem is None and p.minor == minor]
+            if match:
+                link = links / f"python{minor}"
+                tmp = links / f".python{minor}.{os.getpid()}"
+                tmp.symlink_to(match[0].path)
+                tmp.replace(link)
+    return links
