@@ -99,7 +99,8 @@ def test_mirror_config_is_written_into_the_env_and_used(project):
     checkout = project / "checkout"
     checkout.mkdir()
     (checkout / "requirements-build.txt").write_text("tbprobe\n")
-    (project / "tb.yaml").write_text(f"mirrors:\n  pip_index_url: {simple.as_uri()}\n  pip_trusted_hosts: [example.invalid]\n")
+    (project / "tb.yaml").write_text(f"mirrors:\n  pip_index_url: {simple.as_uri()}\n"
+                                     "  pip_trusted_hosts: [example.invalid]\n")
     env = {"TORCHBUILD_CONFIG": str(project / "tb.yaml"), "PIP_CONFIG_FILE": "/dev/null"}
     py = f"{sys.version_info[0]}.{sys.version_info[1]}"
     inv("env.create", "--python", py, env=env, check=True, timeout=300)

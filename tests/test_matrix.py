@@ -86,12 +86,12 @@ def test_matrix_builds_importable_wheels_and_shares_the_core(demo_project):
     unit.write_text("int broken( {\n")
     failed = inv("matrix", "--session", "build-3.12", root=proj, env=env, timeout=600)
     assert failed.returncode != 0 and "inv matrix --failed" in failed.stderr
-    records = {s["session"]: s["result"] for s in json.loads((proj / "dist/matrix-summary.json").read_text())["sessions"]}
+    records = results(proj)
     assert records == {"build-3.10(cuda='none')": "ok", "build-3.12(cuda='none')": "failed"}
     unit.write_text(good)
     again = inv("matrix", "--failed", root=proj, env=env, check=True, timeout=600)
     assert "build-3.12(cuda='none')" in again.stdout and "Running session build-3.10" not in again.stdout
-    records = {s["session"]: s["result"] for s in json.loads((proj / "dist/matrix-summary.json").read_text())["sessions"]}
+    records = results(proj)
     assert set(records.values()) == {"ok"}
 
 
@@ -107,6 +107,10 @@ def test_unsupported_pair_is_skipped_with_the_reason(demo_project):
     assert "PyTorch 2.11 supports Python 3.10–3.14, not 3.6" in done.output and "--force" in done.output
     (record,) = json.loads((proj / "dist/matrix-summary.json").read_text())["sessions"]
     assert record["result"] == "skipped" and not (proj / "dist" / record["session"]).exists()
+
+
+def results(proj: Path) -> dict[str, str]:
+    return {s["session"]: s["result"] for s in json.loads((proj / "dist/matrix-summary.json").read_text())["sessions"]}
 
 
 def free_port() -> int:

@@ -138,7 +138,7 @@ def read_summary(root: Path) -> list[dict[str, Any]]:
 
 
 def table(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for r in records:
         rate = f"{r['hit_rate']:.0%}" if r.get("hit_rate") is not None else "-"
         rows.append((r["session"], r["python"], r["cuda"], r["result"], f"{r['seconds']:.1f}s", rate,
