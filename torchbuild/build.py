@@ -360,19 +360,18 @@ def check_disk(checkout: Path, min_free_gb: float) -> None:
     free = system.free_disk(checkout)
     if free < min_free_gb * system.GIB:
         raise TorchbuildError(f"only {free / system.GIB:.1f} GiB free at {checkout}; a build needs about "
-                              f"{min_free_gb:g} GiB (build.min_free_gb)",
+                              f"{min_free_gb:.10g} GiB (build.min_free_gb)",
                               "free some space (inv clean --all removes stashed build trees), "
                               "or lower build.min_free_gb for a small project")
 
 
-def execute(plan: Plan, opts: BuildOptions, min_free_gb: float, base_env: Mapping[str, str]) -> BuildResult:
-    """Run the plan: lock, preflight, swap in the tree, build with progress and a log."""
+def execute(plan: Plan, opts: BuildOptions, base_env: Mapping[str, str]) -> BuildResult:
+    """Run the plan: lock, swap in the tree, build with progress and a log."""
     con = _console.get()
     checkout = plan.checkout
     start = time.monotonic()
     result = BuildResult(plan.key, 0.0, log=plan.log, python=plan.env.python, package=plan.package)
     with build_lock(checkout):
-        check_disk(checkout, min_free_gb)
         exclude_state(checkout)
         if opts.clean:
             _remove_tree(checkout, plan.key)

@@ -333,7 +333,6 @@ def build_result(cfg: Config, debug: bool = False, rel_with_deb_info: bool = Fal
     """The build behind `inv build`, `inv demo` and the nox sessions; returns the BuildResult (None: dry run)."""
     import os
     import shutil
-    from dataclasses import replace
 
     from . import build as b
     from . import compat, envs
@@ -353,6 +352,9 @@ def build_result(cfg: Config, debug: bool = False, rel_with_deb_info: bool = Fal
                           sets=tuple(parse_sets(sets)), force=force, dry_run=dry_run, verbose=verbose,
                           dist=Path(dist).resolve() if dist else None)
     env = dict(os.environ if base_env is None else base_env)
+    if not dry_run:
+        b.check_disk(checkout, cfg.build.min_free_gb)
+    check_compiler(env)
     toolkit = None
     if opts.cuda not in ("none", "cpu"):
         toolkit = cuda.select(toolkits(cfg, env), opts.cuda)
@@ -400,7 +402,7 @@ def build_result(cfg: Config, debug: bool = False, rel_with_deb_info: bool = Fal
             con.result(line)
         return None
     with con.timed(f"build {plan.key}"):
-        result = b.execute(plan, replace(opts), cfg.build.min_free_gb, env)
+        result = b.execute(plan, opts, env)
     rate = f", ccache {result.hits}/{result.hits + result.misses} hits ({result.hit_rate:.0%})" \
         if result.hit_rate is not None else ""
     if result.remote_hits:
@@ -411,6 +413,20 @@ def build_result(cfg: Config, debug: bool = False, rel_with_deb_info: bool = Fal
     else:
         con.info(f"use it: {choice.python} -c 'import {plan.package}'")
     return result
+
+
+def check_compiler(env: Any) -> None:
+    """A C++ compiler must exist before a build starts (CXX if set, else g++/clang++/c++ on PATH)."""
+    import shutil
+
+    cxx = env.get("CXX")
+    if cxx:
+        if shutil.which(cxx.split()[0], path=env.get("PATH")) is None:
+            raise TorchbuildError(f"CXX is {cxx}, which was not found", "point CXX at a C++ compiler, or unset it")
+        return
+    if not any(shutil.which(c, path=env.get("PATH")) for c in ("g++", "clang++", "c++")):
+        raise TorchbuildError("no C++ compiler found on PATH (g++, clang++, c++)",
+                              "install one (apt-get install g++), or set CXX")
 
 
 def remote_url(cfg: Config, env: Any) -> str | None:

@@ -138,7 +138,7 @@ class Upstream:
         return self.link(parent, path, child, url=self.url(new_name))
 
 
-def project_files(name: str) -> dict[str, str | bytes]:
+def project_files(name: str, units: int = UNITS) -> dict[str, str | bytes]:
     """The demo's source files for repo `name`: demo_project/<name>/ plus the generated core."""
     base = PROJECT / name
     files: dict[str, str | bytes] = {}
@@ -147,22 +147,22 @@ def project_files(name: str) -> dict[str, str | bytes]:
             if path.is_file() and "__pycache__" not in path.parts:
                 files[path.relative_to(base).as_posix()] = path.read_bytes()
     if name == "pytorch":
-        decls = "\n".join(f"long unit_{i:02d}(long n);" for i in range(UNITS))
-        calls = " + ".join(f"unit_{i:02d}(n)" for i in range(UNITS))
+        decls = "\n".join(f"long unit_{i:02d}(long n);" for i in range(units))
+        calls = " + ".join(f"unit_{i:02d}(n)" for i in range(units))
         files["c10/include/c10/core.h"] = f"#pragma once\nnamespace c10 {{\n{decls}\nlong checksum(long n);\n}}\n"
         files["c10/core/checksum.cpp"] = ('#include "c10/core.h"\n#include "fbgemm/fbgemm.h"\n\n'
                                           f"namespace c10 {{\nlong checksum(long n) {{ return {calls} + "
                                           "fbgemm::gemm_checksum(n); }\n}  // namespace c10\n")
         files["c10/test/c10_test.cpp"] = ('#include "c10/core.h"\n#include <cstdio>\n'
                                           'int main() { std::printf("%ld\\n", c10::checksum(10)); }\n')
-        for i in range(UNITS):
+        for i in range(units):
             files[f"c10/core/unit_{i:02d}.cpp"] = UNIT.format(i=i)
         files[".gitignore"] = "/build/\n*.so\n*.egg-info/\n__pycache__/\n/dist/\n"
     return files
 
 
 def make_upstream(root: Path, url_base: str | None = None,
-                  extra_files: Mapping[str, Mapping[str, str | bytes]] | None = None) -> Upstream:
+                  extra_files: Mapping[str, Mapping[str, str | bytes]] | None = None, units: int = UNITS) -> Upstream:
     """Create the demo repos under `root` (leaves first) and return the Upstream."""
     root.mkdir(parents=True, exist_ok=True)
     up = Upstream(root.resolve(), url_base or root.resolve().as_uri(), extra_files or {})
@@ -173,7 +173,7 @@ def make_upstream(root: Path, url_base: str | None = None,
         files: dict[str, str | bytes] = {"LICENSE": f"{name}: demo license\n", "README.md": f"# {name} (demo)\n"}
         if name == "pytorch":
             files["version.txt"] = "2.11.0a0\n"
-        files.update(project_files(name))
+        files.update(project_files(name, units))
         files.update(up.extra_files.get(name, {}))
         up.commit(name, files, f"{name}: initial")
         for path, sub in LAYOUT[name]:

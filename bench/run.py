@@ -1,0 +1,284 @@
+"""Benchmarks: torchbuild against the plain manual recipe, measured in the same run.
+
+    python bench/run.py [--quick] [--only NAME ...] [--readme]
+
+Each figure is a median of >= 5 repetitions (min and max kept) and a ratio against the plain
+recipe measured in the same run. Results go to bench/results.json; --readme rewrites README's
+"Performance" table from them. Nothing here is a test: no figure fails anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from torchbuild.demo import git, make_upstream  # noqa: E402
+
+INV = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
+NVCC = Path("/usr/local/cuda-13.0/bin/nvcc")
+
+
+def timed(argv: list[str], env: dict[str, str], cwd: Path | None = None, check: bool = True) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    elapsed = time.perf_counter() - start
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed:\n{proc.stderr[-3000:]}")
+    return elapsed
+
+
+def stats(samples: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples), "n": len(samples)}
+
+
+def repeat(n: int, fn: Callable[[int], float]) -> dict[str, float]:
+    return stats([fn(i) for i in range(n)])
+
+
+class Bench:
+    def __init__(self, quick: bool, work: Path) -> None:
+        self.quick = quick
+        self.reps = 5
+        self.work = work
+        self.results: dict[str, dict] = {}
+        home = work / "home"
+        home.mkdir(parents=True, exist_ok=True)
+        (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n[advice]\n\tdetachedHead = false\n"
+                                         "[protocol \"file\"]\n\tallow = always\n")
+        self.env = {**os.environ, "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1", "TORCHBUILD_BUILD_MIN_FREE_GB": "1",
+                    "PIP_CACHE_DIR": str(Path.home() / ".cache" / "pip"),
+                    "TORCHBUILD_PATHS_ENVS": str(work / "envs"), "TORCHBUILD_PATHS_LOGS": str(work / "logs")}
+
+    def record(self, name: str, ours: dict, plain: dict, target: str, what: str, plain_what: str) -> None:
+        ratio = ours["median"] / plain["median"]
+        self.results[name] = {"ours": ours, "plain": plain, "ratio": ratio, "target": target, "what": what,
+                              "plain_what": plain_what}
+        print(f"{name:28s} {ours['median']:8.3f}s vs {plain['median']:8.3f}s  ratio {ratio:5.2f}  "
+              f"(target {target}; ours min {ours['min']:.3f} max {ours['max']:.3f}; plain min {plain['min']:.3f} "
+              f"max {plain['max']:.3f}; n={ours['n']})", flush=True)
+
+    # ------------------------------------------------------------------ 1. clone
+    def clone(self) -> None:
+        """20 submodules (5 nested); upstream fetches cost 0.2 s each (a network stand-in)."""
+        up = self.work / "clone-up"
+        subs = 20
+        for i in range(subs):
+            repo = up / f"sub{i:02d}"
+            repo.mkdir(parents=True)
+            git(repo, "init", "-q", "-b", "main")
+            for f in range(30):
+                (repo / f"file{f}.txt").write_text(f"sub {i} file {f}\n" * 200)
+            git(repo, "add", "-A")
+            git(repo, "commit", "-qm", "init")
+        for i in range(5):  # nested: sub0i has sub1i as its own submodule
+            parent, child = up / f"sub{i:02d}", f"sub{i + 10:02d}"
+            git(parent, "config", "-f", ".gitmodules", f"submodule.{child}.path", f"deps/{child}")
+            git(parent, "config", "-f", ".gitmodules", f"submodule.{child}.url", (up / child).as_uri())
+            sha = git(up / child, "rev-parse", "HEAD")
+            git(parent, "update-index", "--add", "--cacheinfo", f"160000,{sha},deps/{child}")
+            git(parent, "add", ".gitmodules")
+            git(parent, "commit", "-qm", "nest")
+        top = up / "super"
+        top.mkdir()
+        git(top, "init", "-q", "-b", "main")
+        (top / "README").write_text("super\n")
+        for i in list(range(5)) + list(range(15, 20)) + list(range(5, 10)):
+            name = f"sub{i:02d}"
+            git(top, "config", "-f", ".gitmodules", f"submodule.{name}.path", f"third_party/{name}")
+            git(top, "config", "-f", ".gitmodules", f"submodule.{name}.url", (up / name).as_uri())
+            git(top, "update-index", "--add", "--cacheinfo", f"160000,{git(up / name, 'rev-parse', 'HEAD')},"
+                f"third_party/{name}")
+        git(top, "add", ".gitmodules", "README")  # not -A: that would drop the gitlinks
+        git(top, "commit", "-qm", "super")
+        hook = self.work / "slow-upstream.sh"
+        hook.write_text(f'#!/bin/sh\ncase "$PWD" in {up}*) sleep 0.2;; esac\nexec "$@"\n')
+        hook.chmod(0o755)
+        with open(Path(self.env["HOME"]) / ".gitconfig", "a") as fh:
+            fh.write(f"[uploadpack]\n\tpackObjectsHook = {hook}\n")
+        url = (up / "super").as_uri()
+        dests = self.work / "clones"
+
+        def plain(i: int) -> float:
+            return timed(["git", "clone", "-q", "--recursive", url, str(dests / f"plain{i}")], self.env)
+
+        def ours(cache: Path, i: int, tag: str, warm: bool) -> float:
+            env = {**self.env, "TORCHBUILD_PATHS_CACHE_DIR": str(cache)}
+            if not warm and cache.exists():
+                shutil.rmtree(cache)
+            return timed(INV + ["clone", "--url", url, "--path", str(dests / f"{tag}{i}")], env)
+
+        plain_s = repeat(self.reps, plain)
+        cold = repeat(self.reps, lambda i: ours(self.work / f"cache-cold{i}", i, "cold", warm=False))
+        warm_cache = self.work / "cache-warm"
+        ours(warm_cache, 99, "prime", warm=False)
+        warm = repeat(self.reps, lambda i: ours(warm_cache, i, "warm", warm=True))
+        self.record("clone (cold cache)", cold, plain_s, "-", "inv clone, empty mirror cache",
+                    "git clone --recursive")
+        self.record("clone (warm cache)", warm, plain_s, "<= 0.3", "inv clone, mirrors cached",
+                    "git clone --recursive")
+
+    # ------------------------------------------------------------------ demo helpers
+    def demo(self, name: str, units: int) -> tuple[Path, dict[str, str]]:
+        up = make_upstream(self.work / f"{name}-up", units=units)
+        env = {**self.env, "TORCHBUILD_PATHS_CACHE_DIR": str(self.work / f"{name}-cache")}
+        checkout = self.work / f"{name}-co"
+        timed(INV + ["clone", "--url", up.url("pytorch"), "--path", str(checkout)], env)
+        return checkout, env
+
+    def build(self, checkout: Path, env: dict[str, str], *args: str) -> float:
+        return timed(INV + ["build", "--path", str(checkout), *args], env)
+
+    # ------------------------------------------------------------------ 2. tool overhead
+    def overhead(self) -> None:
+        checkout, env = self.demo("overhead", 4)
+        self.build(checkout, env, "--cuda", "none")
+        base = repeat(self.reps, lambda i: timed([sys.executable, "-c", "pass"], env))
+        for label, argv, target in (("inv --list", INV + ["--list"], "<= 0.3 s"),
+                                    ("inv build --dry-run", INV + ["build", "--path", str(checkout), "--cuda", "none",
+                                                                   "--dry-run"], "< 0.5 s"),
+                                    ("inv doctor", INV + ["doctor"], "< 1 s")):
+            ours = repeat(self.reps, lambda i, a=argv: timed(a, env, check=False))
+            self.record(label, ours, base, target, label, "python -c pass (interpreter start)")
+        out = subprocess.run([sys.executable, "-X", "importtime", "-c", "import tasks"], cwd=ROOT, env=env,
+                             capture_output=True, text=True).stderr
+        total = sum(int(m.group(1)) for m in re.finditer(r"import time:\s+(\d+) \|", out))
+        heavy = [m for m in ("git", "yaml", "torchbuild.git", "torchbuild.build") if re.search(rf"\| +{m}$", out, re.M)]
+        self.results["import tasks.py"] = {"microseconds": total, "heavy_modules_imported": heavy}
+        print(f"{'import tasks.py':28s} {total / 1e6:.3f}s self-time sum; heavy modules imported: {heavy or 'none'}")
+
+    # ------------------------------------------------------------------ 3. no-op rebuild
+    def noop(self) -> None:
+        checkout, env = self.demo("noop", 8 if self.quick else 24)
+        self.build(checkout, env, "--cuda", "none")
+        self.build(checkout, env, "--cuda", "none")
+        log = max((self.work / "logs").rglob("*.log"), key=lambda p: p.stat().st_mtime).read_text().splitlines()[0]
+        m = re.match(r"\(cd (\S+) && (.*)\)$", log)
+        assert m, log
+        underlying = ["bash", "-c", m.group(2)]
+        ours = repeat(self.reps, lambda i: self.build(checkout, env, "--cuda", "none"))
+        plain = repeat(self.reps, lambda i: timed(underlying, env, cwd=checkout))
+        ninja = repeat(self.reps, lambda i: timed(["ninja", "-C", str(checkout / "build")], env))
+        command = "setup.py develop" if "setup.py develop" in log else "pip install -e . --no-build-isolation"
+        self.record("no-op build", ours, plain, "<= 1.3", "inv build (up to date)", f"the same {command} by hand")
+        self.record("no-op build vs ninja", ours, ninja, "-", "inv build (up to date)", "ninja -C build alone")
+
+    # ------------------------------------------------------------------ 4. configuration switch
+    def switch(self) -> None:
+        checkout, env = self.demo("switch", 8 if self.quick else 24)
+        env = {**env, "TORCHBUILD_CACHE_TOOL": "none"}  # real compiles: no compiler cache in this figure
+        other = ["--cuda", "13.0", "--arch", "8.0"] if NVCC.exists() else ["--cuda", "none", "--debug"]
+        self.results["switch uses"] = " ".join(other)
+        self.build(checkout, env, "--cuda", "none")
+        self.build(checkout, env, *other)
+
+        def switch_back(i: int) -> float:
+            self.build(checkout, env, *other)
+            return self.build(checkout, env, "--cuda", "none")
+
+        ours = repeat(self.reps, switch_back)
+        fresh = repeat(self.reps, lambda i: self.build(checkout, env, "--cuda", "none", "--clean"))
+        self.record("config switch back", ours, fresh, "<= 0.1", f"none -> {' '.join(other)} -> none: the third",
+                    "a fresh build of the same configuration")
+
+    # ------------------------------------------------------------------ 5. matrix
+    def matrix(self) -> None:
+        pythons = [p for p in ("3.10", "3.12") if any((Path.home() / ".pyenv/versions").glob(f"{p}.*"))]
+        if len(pythons) < 2:
+            print("matrix: skipped (needs pyenv Pythons 3.10 and 3.12)")
+            return
+        checkout, env = self.demo("matrix", 8 if self.quick else 24)
+        for py in pythons:  # make the envs once: the figure is about compiling
+            self.build(checkout, env, "--cuda", "none", "--python", py)
+
+        def run(i: int, both: bool, share: bool) -> float:
+            cache = self.work / f"matrix-cache-{i}-{both}-{share}"
+            e = {**env, "TORCHBUILD_PATHS_CACHE_DIR": str(cache), "TORCHBUILD_CACHE_TOOL": "auto" if share else "none"}
+            total = 0.0
+            for py in pythons if both else pythons[:1]:
+                total += self.build(checkout, e, "--cuda", "none", "--python", py, "--clean")
+            return total
+
+        shared = repeat(self.reps, lambda i: run(i, True, True))
+        single = repeat(self.reps, lambda i: run(i, False, False))
+        independent = repeat(self.reps, lambda i: run(i, True, False))
+        self.record("matrix 2 Pythons (shared)", shared, single, "<= 1.4", "2 Pythons x cpu, one shared ccache",
+                    "one single build")
+        self.record("matrix 2 Pythons (no sharing)", independent, single, "~2.0", "2 Pythons x cpu, no cache",
+                    "one single build")
+
+    # ------------------------------------------------------------------ 6. memory
+    def memory(self) -> None:
+        checkout, env = self.demo("memory", 8 if self.quick else 24)
+        env = {**env, "TORCHBUILD_CACHE_TOOL": "none"}
+        peaks = []
+        for i in range(self.reps):
+            proc = subprocess.Popen(INV + ["build", "--path", str(checkout), "--cuda", "none", "--clean"], env=env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            peak = 0
+            while proc.poll() is None:
+                try:
+                    status = Path(f"/proc/{proc.pid}/status").read_text()
+                    peak = max(peak, int(re.search(r"VmHWM:\s+(\d+)", status).group(1)))
+                except (OSError, AttributeError):
+                    pass
+                time.sleep(0.02)
+            peaks.append(peak / 1024)
+        self.results["tool peak RSS (MiB)"] = {**stats(peaks), "target": "<= 100"}
+        print(f"{'tool peak RSS':28s} {statistics.median(peaks):.1f} MiB (target <= 100; "
+              f"min {min(peaks):.1f} max {max(peaks):.1f})")
+
+
+def write_readme(results: dict) -> None:
+    rows = ["| figure | torchbuild | plain recipe | ratio | target |", "|---|---|---|---|---|"]
+    for name, r in results.items():
+        if isinstance(r, dict) and "ratio" in r:
+            rows.append(f"| {name} | {r['what']}: {r['ours']['median']:.2f} s | {r['plain_what']}: "
+                        f"{r['plain']['median']:.2f} s | {r['ratio']:.2f} | {r['target']} |")
+    mem = results.get("tool peak RSS (MiB)")
+    if mem:
+        rows.append(f"| tool peak RSS | {mem['median']:.0f} MiB | - | - | {mem['target']} MiB |")
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    block = "<!-- bench:start -->\n" + "\n".join(rows) + "\n<!-- bench:end -->"
+    text = re.sub(r"<!-- bench:start -->.*<!-- bench:end -->", lambda m: block, text, flags=re.S)
+    readme.write_text(text)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller demo builds (still 5 repetitions)")
+    parser.add_argument("--only", nargs="*", default=None, help="clone overhead noop switch matrix memory")
+    parser.add_argument("--readme", action="store_true", help="rewrite README's Performance table")
+    args = parser.parse_args()
+    names = args.only or ["overhead", "noop", "clone", "switch", "matrix", "memory"]
+    with tempfile.TemporaryDirectory(prefix="tb-bench-") as tmp:
+        bench = Bench(args.quick, Path(tmp))
+        for name in names:
+            getattr(bench, name)()
+    out = ROOT / "bench" / "results.json"
+    previous = json.loads(out.read_text()) if out.exists() and args.only else {}
+    merged = {**previous.get("results", {}), **bench.results}
+    out.write_text(json.dumps({"quick": args.quick, "machine": f"{os.cpu_count()} cores",
+                               "when": time.strftime("%Y-%m-%d %H:%M"), "results": merged}, indent=2) + "\n")
+    print(f"wrote {out}")
+    if args.readme:
+        write_readme(merged)
+        print("rewrote README.md's Performance table")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
