@@ -224,7 +224,7 @@ class Bench:
         checkout, env = self.demo("memory", 8 if self.quick else 24)
         env = {**env, "TORCHBUILD_CACHE_TOOL": "none"}
         peaks = []
-        for i in range(self.reps):
+        for _ in range(self.reps):
             proc = subprocess.Popen(INV + ["build", "--path", str(checkout), "--cuda", "none", "--clean"], env=env,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             peak = 0
