@@ -69,8 +69,14 @@ def test_cpu_build_import_noop_and_incremental(demo):
     assert run_python("import minitorch; print(minitorch.checksum(), minitorch.cuda_compiled())", demo.parent) \
         == "1144625 False"
     assert git(demo, "status", "--porcelain") == ""  # build outputs and .torchbuild/ stay out of git status
+    logs = len(list(Path(os.environ["TORCHBUILD_PATHS_LOGS"]).rglob("*.log")))
     noop = build(demo, "--cuda", "none")
-    assert "0 compile step(s)" in noop.stderr and compiled(last_log(demo)) == []
+    assert "up to date: ninja has no work" in noop.stderr and "nothing was run" in noop.stderr
+    assert len(list(Path(os.environ["TORCHBUILD_PATHS_LOGS"]).rglob("*.log"))) == logs  # the command did not run
+    rerun = build(demo, "--cuda", "none", "--rerun")
+    assert "0 compile step(s)" in rerun.stderr and compiled(last_log(demo)) == []
+    (demo / "setup.py").touch()  # an input ninja does not know about: the command runs
+    assert "up to date" not in build(demo, "--cuda", "none").stderr
     (demo / "c10/core/unit_05.cpp").touch()
     again = build(demo, "--cuda", "none")
     assert [c.rsplit("/", 1)[-1] for c in compiled(last_log(demo))] == ["unit_05.cpp.o"]
@@ -94,8 +100,7 @@ def test_cuda_build_uses_the_selected_nvcc_and_switching_keeps_trees(demo, tmp_p
     cpu = build(demo, "--cuda", "none")
     assert "kept the py" in cpu.stderr and "cu130-release tree" in cpu.stderr
     back = build(demo, "--cuda", "13.0", "--arch", "8.0")
-    assert "restored the py" in back.stderr and compiled(last_log(demo)) == []
-    assert "0 compile step(s)" in back.stderr
+    assert "restored the py" in back.stderr and "up to date: ninja has no work" in back.stderr
 
 
 def test_compile_error_shows_the_error_and_the_log(demo):

@@ -62,6 +62,7 @@ class BuildOptions:
     verbose: bool = False
     dist: Path | None = None
     create_env: bool = True
+    rerun: bool = False
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,7 @@ class BuildResult:
     compiles: int = 0
     python: Path | None = None
     package: str = "torch"
+    up_to_date: bool = False
 
     @property
     def hit_rate(self) -> float | None:
@@ -385,8 +387,16 @@ def execute(plan: Plan, opts: BuildOptions, base_env: Mapping[str, str]) -> Buil
             con.info("configuration changed, reconfiguring: " + "; ".join(changed[:4])
                      + (f" (+{len(changed) - 4} more)" if len(changed) > 4 else ""))
             (build / "CMakeCache.txt").unlink()
+        stamp = inputs_stamp(plan)
+        if not (opts.wheel or opts.clean or opts.rerun or changed) and marker and marker.get("done") == stamp \
+                and nothing_to_do(build, plan, base_env) and installed(plan):
+            con.info("up to date: ninja has no work, the inputs and the install are unchanged; nothing was run "
+                     "(--rerun runs the build command anyway)")
+            result.seconds = time.monotonic() - start
+            result.up_to_date = True
+            return result
         build.mkdir(exist_ok=True)  # the tree is this configuration's from now on, even if interrupted
-        (build / MARKER).write_text(json.dumps({"key": plan.key, "configure": dict(plan.configure)}, indent=2))
+        write_marker(build, plan, None)
         plan.log.parent.mkdir(parents=True, exist_ok=True)
         if plan.dist:
             plan.dist.mkdir(parents=True, exist_ok=True)
@@ -407,6 +417,7 @@ def execute(plan: Plan, opts: BuildOptions, base_env: Mapping[str, str]) -> Buil
                 raise TorchbuildError(f"the build of {plan.key} failed (exit {exc.returncode}); full log: {plan.log}",
                                       "fix the error above, then run `inv build` again (it resumes)") from None
         con.clear_progress()
+        write_marker(build, plan, None if plan.wheel else stamp)
     result.seconds = time.monotonic() - start
     result.compiles = tracker.compiles
     if plan.stats_log.exists():
@@ -416,6 +427,63 @@ def execute(plan: Plan, opts: BuildOptions, base_env: Mapping[str, str]) -> Buil
                                                                          key=lambda p: p.stat().st_mtime)[-1:]
         result.wheel = made[-1] if made else None
     return result
+
+
+def write_marker(build: Path, plan: Plan, done: str | None) -> None:
+    data = {"key": plan.key, "configure": dict(plan.configure), "done": done}
+    (build / MARKER).write_text(json.dumps(data, indent=2))
+
+
+def inputs_stamp(plan: Plan) -> str:
+    """What a no-op build depends on beyond ninja's graph: the command, the configure environment,
+    the commit, and the files setup.py reads (setup.py, pyproject.toml, version.txt, requirements)."""
+    import hashlib
+
+    head = plan.checkout / ".git"
+    files = []
+    for name in ("setup.py", "pyproject.toml", "version.txt", "requirements.txt", "requirements-build.txt",
+                 "CMakeLists.txt", ".gitmodules"):
+        path = plan.checkout / name
+        if path.exists():
+            st = path.stat()
+            files.append((name, st.st_size, st.st_mtime_ns))
+    commit = ""
+    if head.exists():
+        from .run import run as _run
+
+        commit = _run(["git", "rev-parse", "HEAD"], cwd=plan.checkout, capture=True, echo=False,
+                      check=False).stdout.strip()
+    data = json.dumps([plan.command, sorted(plan.configure.items()), commit, files, str(plan.env.python)])
+    return hashlib.sha256(data.encode()).hexdigest()[:20]
+
+
+def nothing_to_do(build: Path, plan: Plan, base_env: Mapping[str, str]) -> bool:
+    """`ninja -n` in the tree says there is no work (False without ninja or a ninja tree)."""
+    import shutil as _shutil
+
+    if not (build / "build.ninja").exists():
+        return False
+    path = str(plan.changes.get("PATH") or base_env.get("PATH", ""))
+    ninja = _shutil.which("ninja", path=path)
+    if ninja is None:
+        return False
+    res = run([ninja, "-C", str(build), "-n"], capture=True, echo=False, check=False)
+    return res.returncode == 0 and "no work to do" in res.stdout
+
+
+def installed(plan: Plan) -> bool:
+    """The env still points at this checkout (an editable install) and the package's extensions exist."""
+    package = plan.checkout / plan.package
+    if not package.is_dir() or not any(package.glob("*.so")):
+        return False
+    for site in plan.env.prefix.glob("lib/python*/site-packages"):
+        for link in list(site.glob("*.pth")) + list(site.glob("*.egg-link")) + list(site.glob("__editable__*")):
+            try:
+                if str(plan.checkout) in link.read_text(errors="replace"):
+                    return True
+            except (OSError, IsADirectoryError):
+                continue
+    return False
 
 
 def _show(tracker: Tracker, verbose: bool, log: IO[str]):  # type: ignore[no-untyped-def]

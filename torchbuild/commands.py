@@ -329,7 +329,7 @@ def build(cfg: Config, **options: Any) -> int:
 def build_result(cfg: Config, debug: bool = False, rel_with_deb_info: bool = False, wheel: bool = False,
                  clean: bool = False, sets: Sequence[str] = (), env_name: str | None = None, force: bool = False,
                  dry_run: bool = False, verbose: bool = False, dist: str | None = None,
-                 base_env: Any = None) -> Any:
+                 base_env: Any = None, rerun: bool = False) -> Any:
     """The build behind `inv build`, `inv demo` and the nox sessions; returns the BuildResult (None: dry run)."""
     import os
     import shutil
@@ -350,7 +350,7 @@ def build_result(cfg: Config, debug: bool = False, rel_with_deb_info: bool = Fal
     opts = b.BuildOptions(cuda=cfg.build.cuda, python=cfg.build.python, env_name=env_name, build_type=build_type,
                           jobs=cfg.build.jobs, arch=cfg.build.arch, wheel=wheel, clean=clean,
                           sets=tuple(parse_sets(sets)), force=force, dry_run=dry_run, verbose=verbose,
-                          dist=Path(dist).resolve() if dist else None)
+                          dist=Path(dist).resolve() if dist else None, rerun=rerun)
     env = dict(os.environ if base_env is None else base_env)
     if not dry_run:
         b.check_disk(checkout, cfg.build.min_free_gb)
@@ -407,6 +407,8 @@ def build_result(cfg: Config, debug: bool = False, rel_with_deb_info: bool = Fal
         return None
     with con.timed(f"build {plan.key}"):
         result = b.execute(plan, opts, env)
+    if result.up_to_date:
+        return result
     rate = f", ccache {result.hits}/{result.hits + result.misses} hits ({result.hit_rate:.0%})" \
         if result.hit_rate is not None else ""
     if result.remote_hits:
