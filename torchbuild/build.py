@@ -61,7 +61,6 @@ class BuildOptions:
     dry_run: bool = False
     verbose: bool = False
     dist: Path | None = None
-    create_env: bool = True
     rerun: bool = False
 
 
@@ -449,22 +448,18 @@ def inputs_stamp(plan: Plan) -> str:
             files.append((name, st.st_size, st.st_mtime_ns))
     commit = ""
     if head.exists():
-        from .run import run as _run
-
-        commit = _run(["git", "rev-parse", "HEAD"], cwd=plan.checkout, capture=True, echo=False,
-                      check=False).stdout.strip()
+        commit = run(["git", "rev-parse", "HEAD"], cwd=plan.checkout, capture=True, echo=False,
+                     check=False).stdout.strip()
     data = json.dumps([plan.command, sorted(plan.configure.items()), commit, files, str(plan.env.python)])
     return hashlib.sha256(data.encode()).hexdigest()[:20]
 
 
 def nothing_to_do(build: Path, plan: Plan, base_env: Mapping[str, str]) -> bool:
     """`ninja -n` in the tree says there is no work (False without ninja or a ninja tree)."""
-    import shutil as _shutil
-
     if not (build / "build.ninja").exists():
         return False
     path = str(plan.changes.get("PATH") or base_env.get("PATH", ""))
-    ninja = _shutil.which("ninja", path=path)
+    ninja = shutil.which("ninja", path=path)
     if ninja is None:
         return False
     res = run([ninja, "-C", str(build), "-n"], capture=True, echo=False, check=False)
