@@ -39,7 +39,7 @@ def clone(cfg: Config, dry_run: bool = False, force_skip: bool = False) -> int:
     ref = f" at {cfg.source.ref}" if cfg.source.ref else ""
     with con.timed(f"clone {cfg.source.url}{ref} into {_rel(cfg, dest)}"):
         report = clone_source(git, cache, cfg.source.url, dest, cfg.source.ref, superproject=cfg.root)
-        _finish(report, force_skip, "clone")
+        _finish(report, force_skip, "clone", dry_run)
     if cfg.patches.auto and not dry_run:
         _auto_patch(cfg, git, dest)
     return 0
@@ -71,18 +71,19 @@ def sync(cfg: Config, dry_run: bool = False, force_skip: bool = False) -> int:
     git, cache = git_tools(cfg, dry_run)
     with con.timed(f"sync submodules of {_rel(cfg, dest)}"):
         report = update_tree(git, cache, dest)
-        _finish(report, force_skip, "sync")
+        _finish(report, force_skip, "sync", dry_run)
     return 0
 
 
-def _finish(report: Any, force_skip: bool, verb: str) -> None:
+def _finish(report: Any, force_skip: bool, verb: str, dry_run: bool = False) -> None:
     con = _console.get()
     for line in report.changed:
         con.info(f"  {line}")
     if not report.changed and not report.skipped:
         con.info(f"complete: {report.checked} submodule(s) at their recorded commits, nothing to do")
     else:
-        con.info(f"{report.checked} submodule(s) checked, {len(report.changed)} changed, "
+        con.info(f"{report.checked} submodule(s) checked, {len(report.changed)} to change" if dry_run else
+                 f"{report.checked} submodule(s) checked, {len(report.changed)} changed, "
                  f"{len(report.skipped)} left as they are")
     if report.skipped and not force_skip:
         raise UnsafeToProceed(f"{len(report.skipped)} submodule(s) hold work and were left as they are",

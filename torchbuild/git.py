@@ -452,7 +452,8 @@ def update_tree(git: Git, cache: MirrorCache | None, repo: Path, only: Sequence[
             before = a.previous[:10] if a.previous else None
             after = a.entry.recorded[:10]
             label = f"{prefix}{a.entry.path}"
-            report.changed.append(f"{label}: {before} -> {after}" if before else f"{label}: checked out {after}")
+            verb = "would check out" if git.options.dry_run else "checked out"
+            report.changed.append(f"{label}: {before} -> {after}" if before else f"{label}: {verb} {after}")
     if git.options.dry_run:
         return report  # nested submodules are known only once these are cloned
     for a in actions:
