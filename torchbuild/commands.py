@@ -501,10 +501,7 @@ def env_list(cfg: Config) -> int:
         if made is None:
             rows.append((prefix.name, "-", "-", str(prefix), "unfinished (made again on next use)"))
             continue
-        reqs = envs.requirements(checkout, made.version)
-        fresh = made.stamp == envs.stamp_of(made.backend, made.version, reqs, cfg,
-                                            envs._conda_packages(checkout, cfg.build.cuda)
-                                            if made.backend in ("conda", "mamba", "micromamba") else [])
+        fresh = made.stamp == envs.expected_stamp(cfg, made.backend, made.version, checkout, cfg.build.cuda)
         rows.append((made.name, made.version, made.backend, str(prefix), "yes" if fresh else "no (inv env.create)"))
     if not rows:
         _console.get().info(f"no managed envs in {envs.envs_dir(cfg)}; `inv env.create --python 3.X` makes one")

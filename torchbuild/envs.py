@@ -152,6 +152,12 @@ def stamp_of(backend: str, version: str, reqs: Sequence[str], cfg: Config, extra
     return hashlib.sha256(data.encode()).hexdigest()[:16]
 
 
+def expected_stamp(cfg: Config, backend: str, version: str, checkout: Path | None, cuda: str | None) -> str:
+    """The stamp an env of this backend and Python must carry to be up to date for this checkout."""
+    conda = _conda_packages(checkout, cuda) if backend in ("conda", "mamba", "micromamba") else []
+    return stamp_of(backend, version, requirements(checkout, version), cfg, conda)
+
+
 def read(prefix: Path) -> Env | None:
     """The env at `prefix` if its stamp says it was finished."""
     try:
@@ -201,7 +207,7 @@ def create(cfg: Config, python: Python, name: str | None = None, backend: str = 
     prefix = envs_dir(cfg) / name
     reqs = requirements(checkout, python.version)
     conda_pkgs = _conda_packages(checkout, cuda) if backend in ("conda", "mamba", "micromamba") else []
-    stamp = stamp_of(backend, python.version, reqs, cfg, conda_pkgs)
+    stamp = expected_stamp(cfg, backend, python.version, checkout, cuda)
     existing = read(prefix)
     if existing and existing.stamp == stamp and existing.python.exists():
         con.info(f"env {name} ({prefix}) is up to date: nothing to install")
@@ -364,9 +370,7 @@ def ensure(cfg: Config, choice: EnvChoice, checkout: Path, cuda: str | None, bas
     made = read(choice.prefix)
     creator = choice.creator
     if made is not None:
-        reqs = requirements(checkout, made.version)
-        extra = _conda_packages(checkout, cuda) if made.backend in ("conda", "mamba", "micromamba") else []
-        if made.stamp == stamp_of(made.backend, made.version, reqs, cfg, extra) and made.python.exists():
+        if made.stamp == expected_stamp(cfg, made.backend, made.version, checkout, cuda) and made.python.exists():
             return choice
     if creator is None:
         creator = pythons.find(pythons.discover(base_env, cfg.toolchain.pythons), choice.version)
