@@ -9,35 +9,35 @@ from pathlib import Path
 
 import nox
 
-from torchbuild import matrix
+from torchbuild import config, matrix
 
 ROOT = Path(__file__).resolve().parent
-PYTHONS, CUDAS, PAIRS = matrix.axes(ROOT)
-BACKEND = os.environ.get("TORCHBUILD_MATRIX_BACKEND") or matrix.load(ROOT, os.environ).matrix.backend
-os.environ["PATH"] = f"{matrix.expose_interpreters(ROOT, PYTHONS)}{os.pathsep}{os.environ.get('PATH', '')}"
+CONFIG = config.load(ROOT, os.environ)
+PYTHONS, CUDAS, PAIRS = matrix.axes(CONFIG)
+os.environ["PATH"] = f"{matrix.expose_interpreters(CONFIG, PYTHONS)}{os.pathsep}{os.environ.get('PATH', '')}"
 
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True
 
 
-@nox.session(python=PYTHONS, venv_backend=BACKEND)
+@nox.session(python=PYTHONS, venv_backend=CONFIG.matrix.backend)
 @nox.parametrize("cuda", CUDAS)
 def build(session: nox.Session, cuda: str) -> None:
     """Build a wheel for this Python x CUDA into dist/<session>/ and import it in a fresh env."""
     if (session.python, cuda) not in PAIRS:
         session.skip(f"{session.python}:{cuda} is not in the matrix (matrix.exclude)")
     force = "--force" in session.posargs
-    reason = None if force else matrix.skip_reason(matrix.load(ROOT, os.environ), str(session.python), cuda)
+    reason = None if force else matrix.skip_reason(CONFIG, str(session.python), cuda)
     if reason:
-        matrix.run_session(ROOT, str(session.python), cuda)  # records the skip in the summary
+        matrix.run_session(CONFIG, str(session.python), cuda)  # records the skip in the summary
         session.skip(reason)
-    pin, requirements = matrix.requirements(ROOT, str(session.python))
+    pin, requirements = matrix.requirements(CONFIG, str(session.python))
     if pin:
         session.install("--upgrade", pin)
     session.install(*requirements)
-    record = matrix.run_session(ROOT, str(session.python), cuda, force, Path(session.virtualenv.location))
-    if record["result"] == "failed":
-        session.error(record["reason"])
+    record = matrix.run_session(CONFIG, str(session.python), cuda, force, Path(session.virtualenv.location))
+    if record.result == "failed":
+        session.error(record.reason)
 
 
 @nox.session

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent
 def clone(c, url=None, ref=None, path=None, jobs=None, depth=None, shallow_submodules=False,
           no_cache=False, force_skip=False, dry_run=False, verbose=False):
     """Clone the source with every nested submodule: parallel, resumable, through mirrors."""
-    cli.main(ROOT, "clone", verbose=verbose, dry_run=dry_run, force_skip=force_skip, flags={
+    cli.main(ROOT, "clone.clone", verbose=verbose, dry_run=dry_run, force_skip=force_skip, flags={
         "source.url": url, "source.ref": ref, "source.path": path, "git.jobs": jobs, "git.depth": depth,
         "git.shallow_submodules": shallow_submodules or None, "git.cache": False if no_cache else None,
     })
@@ -41,7 +41,7 @@ def clone(c, url=None, ref=None, path=None, jobs=None, depth=None, shallow_submo
 })
 def sync(c, path=None, jobs=None, no_cache=False, force_skip=False, dry_run=False, verbose=False):
     """Sync submodule urls and update them to the recorded commits, never clobbering work."""
-    cli.main(ROOT, "sync", verbose=verbose, dry_run=dry_run, force_skip=force_skip, flags={
+    cli.main(ROOT, "clone.sync", verbose=verbose, dry_run=dry_run, force_skip=force_skip, flags={
         "source.path": path, "git.jobs": jobs, "git.cache": False if no_cache else None,
     })
 
@@ -49,13 +49,13 @@ def sync(c, path=None, jobs=None, no_cache=False, force_skip=False, dry_run=Fals
 @task(name="config")
 def show_config(c):
     """Print the effective configuration and where each value came from."""
-    cli.main(ROOT, "show_config")
+    cli.main(ROOT, "config.show")
 
 
 @task(help={"path": "where to put the demo (default: <cache dir>/demo)", "verbose": "show every command"})
 def demo(c, path=None, verbose=False):
     """Run the whole job on the embedded demo project (a small PyTorch-shaped upstream)."""
-    cli.main(ROOT, "demo", verbose=verbose, path=path)
+    cli.main(ROOT, "demo.demo", verbose=verbose, path=path)
 
 
 PATCH_HELP = {"path": "the checkout (default: source.path)", "patches": "folder holding `series` (default: patches/)"}
@@ -65,55 +65,55 @@ DRY_RUN = {"dry-run": "print the commands, run nothing"}
 @task(name="apply", default=True, help={**PATCH_HELP, **DRY_RUN})
 def patch_apply(c, path=None, patches=None, dry_run=False):
     """Apply the series not yet applied, as commits on branch torchbuild/patches; all or nothing."""
-    cli.main(ROOT, "patch_apply", path=path, patches=patches, dry_run=dry_run)
+    cli.main(ROOT, "patch.apply", path=path, patches_dir=patches, dry_run=dry_run)
 
 
 @task(name="status", help=PATCH_HELP)
 def patch_status(c, path=None, patches=None):
     """Show each series entry: applied, not applied, or does not apply."""
-    cli.main(ROOT, "patch_status", path=path, patches=patches)
+    cli.main(ROOT, "patch.status", path=path, patches_dir=patches)
 
 
 @task(name="revert", help={**PATCH_HELP, **DRY_RUN})
 def patch_revert(c, path=None, patches=None, dry_run=False):
     """Take the applied series back off, leaving no trace; unrelated work is kept."""
-    cli.main(ROOT, "patch_revert", path=path, patches=patches, dry_run=dry_run)
+    cli.main(ROOT, "patch.revert", path=path, patches_dir=patches, dry_run=dry_run)
 
 
 @task(name="export", help={**PATCH_HELP, "since": "the commit the local changes start from (default: the base)"})
 def patch_export(c, path=None, patches=None, since=None):
     """Write the local commits on top of the base as numbered patches; rewrite the series."""
-    cli.main(ROOT, "patch_export", path=path, patches=patches, since=since)
+    cli.main(ROOT, "patch.export", path=path, patches_dir=patches, since=since)
 
 
 @task(name="list", default=True)
 def cuda_list(c):
     """List every CUDA toolkit on the machine (version, root, nvcc, cuDNN, default)."""
-    cli.main(ROOT, "cuda_list")
+    cli.main(ROOT, "toolchain.cuda_list")
 
 
 @task(name="env", help={"version": "13.0, 13 (newest 13.x), auto or none"})
 def cuda_env(c, version):
     """Print export lines selecting a toolkit: eval "$(inv cuda.env 13.0)"."""
-    cli.main(ROOT, "cuda_env", version=version)
+    cli.main(ROOT, "toolchain.cuda_env", version=version)
 
 
 @task(name="install", help={"version": "13.0, or 13 for the newest 13.x", **DRY_RUN})
 def cuda_install(c, version, dry_run=False):
     """Assemble a CUDA 13.x toolkit from NVIDIA's PyPI wheels into the cache dir (no sudo)."""
-    cli.main(ROOT, "cuda_install", version=version, dry_run=dry_run)
+    cli.main(ROOT, "toolchain.cuda_install", version=version, dry_run=dry_run)
 
 
 @task
 def pythons(c):
     """List every Python interpreter found (PATH, pyenv, conda, uv, /usr/bin)."""
-    cli.main(ROOT, "pythons")
+    cli.main(ROOT, "toolchain.pythons")
 
 
 @task(help={"json": "print JSON instead of the table"})
 def doctor(c, json=False):
     """Check what the machine has for a build: tools, compilers, CUDA, GPUs, Pythons, disk, memory."""
-    cli.main(ROOT, "doctor", as_json=json)
+    cli.main(ROOT, "toolchain.doctor", as_json=json)
 
 
 @task(iterable=["set"], help={
@@ -138,7 +138,7 @@ def build(c, cuda=None, python=None, env=None, debug=False, rel_with_deb_info=Fa
           wheel=False, clean=False, set=None, force=False, path=None, dist=None, rerun=False, dry_run=False,
           verbose=False):
     """Build the checkout incrementally (develop mode) for one Python x CUDA, with ccache and logs."""
-    cli.main(ROOT, "build", verbose=verbose, flags={
+    cli.main(ROOT, "build.build", verbose=verbose, flags={
         "build.cuda": cuda, "build.python": python, "build.jobs": jobs, "build.arch": arch, "source.path": path,
     }, debug=debug, rel_with_deb_info=rel_with_deb_info, wheel=wheel, clean=clean, sets=set or [], env_name=env,
         force=force, dry_run=dry_run, dist=dist, rerun=rerun)
@@ -148,7 +148,7 @@ def build(c, cuda=None, python=None, env=None, debug=False, rel_with_deb_info=Fa
                           "config": "one configuration, e.g. py3.12-cpu-release"})
 def clean_trees(c, all=False, config=None, path=None):
     """Remove build trees (never sources); say what and how many bytes."""
-    cli.main(ROOT, "clean", flags={"source.path": path}, all_trees=all, config=config)
+    cli.main(ROOT, "build.clean", flags={"source.path": path}, all_trees=all, config=config)
 
 
 ENV_HELP = {"python": "3.X or a path (default: torchbuild's own Python)", "name": "env name (default: py3.X)",
@@ -158,32 +158,32 @@ ENV_HELP = {"python": "3.X or a path (default: torchbuild's own Python)", "name"
 @task(name="create", default=True, help={**ENV_HELP, **DRY_RUN})
 def env_create(c, python=None, name=None, backend=None, dry_run=False):
     """Create a managed build env with the checkout's build deps (idempotent)."""
-    cli.main(ROOT, "env_create", flags={"matrix.backend": backend}, python=python, name=name, dry_run=dry_run)
+    cli.main(ROOT, "env.create", flags={"matrix.backend": backend}, python=python, name=name, dry_run=dry_run)
 
 
 @task(name="list")
 def env_list(c):
     """List managed envs: name, Python, backend, path, deps up to date."""
-    cli.main(ROOT, "env_list")
+    cli.main(ROOT, "env.list_envs")
 
 
 @task(name="remove", help={"yes": "do not ask"})
 def env_remove(c, name, yes=False):
     """Remove a managed env."""
-    cli.main(ROOT, "env_remove", name=name, yes=yes)
+    cli.main(ROOT, "env.remove", name=name, yes=yes)
 
 
 @task(name="activate", aliases=["shell"], help={"shell": "bash, zsh, fish or csh (default: $SHELL)"})
 def env_activate(c, name, shell=None):
     """Print the line that activates a managed env: eval "$(inv env.activate py3.12)"."""
-    cli.main(ROOT, "env_activate", name=name, shell=shell)
+    cli.main(ROOT, "env.activate", name=name, shell=shell)
 
 
 @task(name="run")
 def env_run(c, name):
     """Run a command inside a managed env: inv env.run py3.12 -- python -c 'import torch'."""
     argv = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else []  # invoke's remainder loses quoting
-    cli.main(ROOT, "env_run", name=name, argv=argv)
+    cli.main(ROOT, "env.run_in", name=name, argv=argv)
 
 
 @task(name="matrix", help={
@@ -193,7 +193,7 @@ def env_run(c, name):
 }, iterable=["session"])
 def run_matrix(c, failed=False, session=None, force=False):
     """Run the nox build matrix (one wheel per Python x CUDA) and print the summary table."""
-    cli.main(ROOT, "matrix", failed=failed, sessions=session or [], force=force)
+    cli.main(ROOT, "matrix.matrix", failed=failed, sessions=session or [], force=force)
 
 
 ns = Collection(clone, sync, show_config, demo, pythons, doctor, build, clean_trees, run_matrix)

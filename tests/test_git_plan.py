@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from torchbuild.git import Entry, State, mirror_name, plan_level, resolve_url, rewrite, same_url
+from torchbuild.git.core import resolve_url, rewrite, same_url
+from torchbuild.git.mirror import mirror_name
+from torchbuild.git.submodules import Entry, State, plan_level
 
 E = Entry("fbgemm", "third_party/fbgemm", "https://github.com/pytorch/fbgemm.git", "a" * 40)
 

@@ -17,7 +17,8 @@ from .errors import Interrupted, TorchbuildError
 
 def main(root: Path, command: str, flags: Mapping[str, Any] | None = None, verbose: bool = False,
          **options: Any) -> None:
-    """Run torchbuild.commands.<command>(config, **options); exit non-zero with one clear message on failure."""
+    """Run torchbuild.commands.<module>.<function>(config, **options) for command "module.function";
+    exit non-zero with one clear message on failure."""
     env = os.environ
     con = console.configure(env, verbose=verbose)
     debug = bool(env.get("TORCHBUILD_DEBUG"))
@@ -28,8 +29,8 @@ def main(root: Path, command: str, flags: Mapping[str, Any] | None = None, verbo
         from . import config
 
         cfg = config.load(root, env, flags)
-        commands = importlib.import_module("torchbuild.commands")
-        code = getattr(commands, command)(cfg, **options)
+        module, _, function = command.partition(".")
+        code = getattr(importlib.import_module(f"torchbuild.commands.{module}"), function)(cfg, **options)
     except KeyboardInterrupt:
         children.stop_all()
         exc: TorchbuildError = Interrupted("interrupted; every process torchbuild started was stopped")

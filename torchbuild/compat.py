@@ -33,11 +33,12 @@ def _data() -> dict[str, Any]:
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.load((Path(__file__).parent / "compat.yaml").read_text(), Loader=loader)  # noqa: S506 (safe loader)
+    data: dict[str, Any] = yaml.load((Path(__file__).parent / "compat.yaml").read_text(), Loader=loader)
+    return data
 
 
 def releases() -> list[Release]:
-    rows = [Release(v, tuple(r["python"]), tuple(r["cuda"]), int(r["gcc"]), str(r["cmake"]))  # type: ignore[arg-type]
+    rows = [Release(v, tuple(r["python"]), tuple(r["cuda"]), int(r["gcc"]), str(r["cmake"]))
             for v, r in _data()["releases"].items()]
     return sorted(rows, key=lambda r: vkey(r.version))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import enum
 import os
 import re
 from dataclasses import dataclass, field
@@ -22,6 +23,27 @@ CWD_RELATIVE = {"source.path", "patches.dir", "paths.cache_dir", "paths.logs", "
 ENV_PREFIX = "TORCHBUILD_"
 CUDA_RE = re.compile(r"^(auto|none|cpu|\d+(\.\d+)?)$")
 PYTHON_RE = re.compile(r"^\d+(\.\d+)?$")
+
+
+class OriginKind(enum.Enum):
+    DEFAULT = "default"
+    FILE = "file"
+    ENV = "env"
+    FLAG = "flag"
+
+
+class Origin(str):
+    """Where a setting came from, as shown (`flag --jobs`, `torchbuild.yaml:3`), with its kind."""
+
+    kind: OriginKind
+
+    def __new__(cls, kind: OriginKind, text: str) -> Origin:
+        origin = super().__new__(cls, text)
+        origin.kind = kind
+        return origin
+
+
+DEFAULT_ORIGIN = Origin(OriginKind.DEFAULT, "default")
 
 
 def _spec(default: Any, kind: str, help: str, **rules: Any) -> Any:
@@ -48,6 +70,17 @@ class MirrorsConfig:
     conda_channels: list[str] = _spec([], "list", "conda channels, replacing defaults")
     conda_channel_priority: str | None = _spec(None, "choice?", "conda channel_priority",
                                                choices=("strict", "flexible", "disabled"))
+
+    def pip_options(self, trusted_hosts: bool = True) -> list[str]:
+        """pip flags for the index mirrors (uv pip has no --trusted-host: trusted_hosts=False)."""
+        opts = []
+        if self.pip_index_url:
+            opts += ["--index-url", self.pip_index_url]
+        for url in self.pip_extra_index_urls:
+            opts += ["--extra-index-url", url]
+        for host in self.pip_trusted_hosts if trusted_hosts else []:
+            opts += ["--trusted-host", host]
+        return opts
 
 
 @dataclass(frozen=True)
@@ -137,7 +170,7 @@ class Config:
     matrix: MatrixConfig
     cache: CacheConfig
     paths: PathsConfig
-    origins: Mapping[str, str]
+    origins: Mapping[str, Origin]
     cache_root: Path
 
     @property
@@ -148,14 +181,14 @@ class Config:
     def patches_dir(self) -> Path:
         return (self.root / self.patches.dir).resolve()
 
-    def items(self) -> list[tuple[str, Any, str]]:
+    def items(self) -> list[tuple[str, Any, Origin]]:
         """(dotted key, value, where it came from) for every setting."""
         rows = []
         for section in SECTIONS:
             obj = getattr(self, section)
             for f in dataclasses.fields(obj):
                 key = f"{section}.{f.name}"
-                rows.append((key, getattr(obj, f.name), self.origins.get(key, "default")))
+                rows.append((key, getattr(obj, f.name), self.origins.get(key, DEFAULT_ORIGIN)))
         return rows
 
 
@@ -163,7 +196,7 @@ def load(root: Path, env: Mapping[str, str], flags: Mapping[str, Any] | None = N
     """Build the Config for the project at `root` (flags: dotted key -> value or None)."""
     path = Path(env["TORCHBUILD_CONFIG"]) if env.get("TORCHBUILD_CONFIG") else root / CONFIG_NAME
     values: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
-    origins: dict[str, str] = {}
+    origins: dict[str, Origin] = {}
     file = None
     if path.exists():
         file = path
@@ -171,7 +204,7 @@ def load(root: Path, env: Mapping[str, str], flags: Mapping[str, Any] | None = N
             section, name = key.split(".", 1)
             where = f"{_show(path)}:{line}"
             values[section][name] = _coerce(_field(section, name), value, f"{where}: {key}", from_text=False)
-            origins[key] = where
+            origins[key] = Origin(OriginKind.FILE, where)
     elif "TORCHBUILD_CONFIG" in env:
         raise ConfigError(f"TORCHBUILD_CONFIG names {path}, which does not exist",
                           "point it at a torchbuild.yaml or unset it")
@@ -180,7 +213,7 @@ def load(root: Path, env: Mapping[str, str], flags: Mapping[str, Any] | None = N
             var = f"{ENV_PREFIX}{section}_{f.name}".upper()
             if var in env:
                 values[section][f.name] = _coerce(f, env[var], f"environment {var}", from_text=True)
-                origins[f"{section}.{f.name}"] = f"env {var}"
+                origins[f"{section}.{f.name}"] = Origin(OriginKind.ENV, f"env {var}")
     for key, value in (flags or {}).items():
         if value is None:
             continue
@@ -189,7 +222,7 @@ def load(root: Path, env: Mapping[str, str], flags: Mapping[str, Any] | None = N
         section, name = key.split(".", 1)
         flag = "--" + name.replace("_", "-")
         values[section][name] = _coerce(_field(section, name), value, flag, from_text=isinstance(value, str))
-        origins[key] = f"flag {flag}"
+        origins[key] = Origin(OriginKind.FLAG, f"flag {flag}")
     sections = {name: cls(**values[name]) for name, cls in SECTIONS.items()}
     cache = sections["paths"].cache_dir
     if cache:

@@ -1,6 +1,7 @@
 """`inv doctor`: one table of what the machine has for building PyTorch, each row with a fix.
 
-Facts are gathered once (probes in parallel); rows are computed from them by a pure function.
+Facts are gathered once (probes in parallel) into `Facts`; rows are computed from them by pure
+functions, one per section.
 """
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ import os
 import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
+from . import compat
 from .config import Config
 from .run import run
 from .toolchain import compilers, cuda, gpu, python, search_path, system
@@ -35,19 +37,34 @@ class Row:
     fix: str = ""
 
 
-def site_dirs(cfg: Config, env: Mapping[str, str]) -> list[Path]:
-    """site-packages that may hold NVIDIA's nvcc wheels: pyenv versions and managed envs."""
-    home = Path(env.get("HOME", "~")).expanduser()
-    pyenv = Path(env.get("PYENV_ROOT") or home / ".pyenv")
-    dirs = list(pyenv.glob("versions/*/lib/python*/site-packages"))
-    dirs += list((cfg.root / ".envs").glob("*/lib/python*/site-packages"))
-    if env.get("VIRTUAL_ENV"):
-        dirs += list(Path(env["VIRTUAL_ENV"]).glob("lib/python*/site-packages"))
-    return dirs
+@dataclass(frozen=True)
+class Submodules:
+    total: int
+    missing: int
+    other_commit: int
+    conflict: int
 
 
-def toolkits(cfg: Config, env: Mapping[str, str]) -> list[cuda.Toolkit]:
-    return cuda.discover(env, cfg.toolchain.cuda_roots, cfg.cache_root, site_dirs(cfg, env))
+@dataclass(frozen=True)
+class Facts:
+    """Everything the doctor reports, probed once."""
+
+    tools: dict[str, str | None]
+    pythons: list[python.Python]
+    toolkits: list[cuda.Toolkit]
+    compilers: list[compilers.Compiler]
+    gpu: gpu.GpuInfo
+    submodules: Submodules | None
+    checkout: Path
+    torch_version: str | None
+    memory: int
+    cpus: int
+    disk: dict[str, int]
+    min_free_gb: float
+
+    @property
+    def release(self) -> compat.Release | None:
+        return compat.release_for(self.torch_version) if self.torch_version else None
 
 
 def tool_version(argv: list[str], env: Mapping[str, str]) -> str | None:
@@ -59,84 +76,92 @@ def tool_version(argv: list[str], env: Mapping[str, str]) -> str | None:
     return m.group(0) if res.returncode == 0 and m else "?"
 
 
-def gather(cfg: Config, env: Mapping[str, str]) -> dict[str, Any]:
+def gather(cfg: Config, env: Mapping[str, str]) -> Facts:
     """Every fact the doctor reports, probed once, in parallel."""
     checkout = cfg.source_path
     with ThreadPoolExecutor(max_workers=8) as pool:
         tools = {name: pool.submit(tool_version, argv, env) for name, (argv, _) in TOOLS.items()}
         pythons = pool.submit(python.discover, env, cfg.toolchain.pythons)
-        kits = pool.submit(toolkits, cfg, env)
+        kits = pool.submit(cuda.for_config, cfg, env)
         ccs = pool.submit(compilers.discover, env)
         gpus = pool.submit(gpu.detect, env)
         subs = pool.submit(_submodule_state, checkout)
-        facts = {
-            "tools": {k: f.result() for k, f in tools.items()},
-            "pythons": pythons.result(),
-            "toolkits": kits.result(),
-            "compilers": ccs.result(),
-            "gpu": gpus.result(),
-            "submodules": subs.result(),
-        }
-    from . import compat
-
-    facts["checkout"] = checkout
-    facts["torch_version"] = compat.checkout_version(checkout)
-    facts["memory"] = system.available_memory()
-    facts["cpus"] = os.cpu_count() or 1
-    facts["disk"] = {str(checkout): system.free_disk(checkout), str(cfg.cache_root): system.free_disk(cfg.cache_root)}
-    facts["min_free_gb"] = cfg.build.min_free_gb
-    return facts
+        return Facts(
+            tools={k: f.result() for k, f in tools.items()},
+            pythons=pythons.result(),
+            toolkits=kits.result(),
+            compilers=ccs.result(),
+            gpu=gpus.result(),
+            submodules=subs.result(),
+            checkout=checkout,
+            torch_version=compat.checkout_version(checkout),
+            memory=system.available_memory(),
+            cpus=os.cpu_count() or 1,
+            disk={str(checkout): system.free_disk(checkout), str(cfg.cache_root): system.free_disk(cfg.cache_root)},
+            min_free_gb=cfg.build.min_free_gb,
+        )
 
 
-def _submodule_state(checkout: Path) -> dict[str, int] | None:
+def _submodule_state(checkout: Path) -> Submodules | None:
     if not (checkout / ".git").exists():
         return None
     res = run(["git", "submodule", "status", "--recursive"], cwd=checkout, capture=True, echo=False, check=False)
     lines = res.stdout.splitlines()
+
     def count(mark: str) -> int:
         return sum(ln.startswith(mark) for ln in lines)
 
-    return {"total": len(lines), "missing": count("-"), "other_commit": count("+"), "conflict": count("U")}
+    return Submodules(len(lines), count("-"), count("+"), count("U"))
 
 
-def rows(facts: Mapping[str, Any]) -> list[Row]:
+def rows(facts: Facts) -> list[Row]:
     """The doctor's table from gathered facts. Pure."""
-    from . import compat
+    return (tool_rows(facts) + compiler_rows(facts) + cuda_rows(facts) + gpu_rows(facts) + python_rows(facts)
+            + machine_rows(facts) + checkout_rows(facts))
 
-    out: list[Row] = []
-    release = compat.release_for(facts["torch_version"]) if facts["torch_version"] else None
-    for name, version in facts["tools"].items():
+
+def tool_rows(facts: Facts) -> list[Row]:
+    out = []
+    release = facts.release
+    for name, version in facts.tools.items():
         fix = TOOLS[name][1]
         if version is None:
-            level = PROBLEM if name == "git" else WARN
-            out.append(Row(name, level, "not found", fix))
+            out.append(Row(name, PROBLEM if name == "git" else WARN, "not found", fix))
         elif name == "cmake" and release and compat.vkey(version) < compat.vkey(release.cmake):
             out.append(Row(name, WARN, f"{version} (PyTorch {release.version} needs >= {release.cmake})",
                            f"pip install 'cmake>={release.cmake}' in the build env"))
         else:
             out.append(Row(name, OK, version))
-    ccs = facts["compilers"]
-    if not ccs:
-        out.append(Row("compiler", PROBLEM, "no gcc/g++ or clang found", "apt-get install g++"))
-    for c in ccs:
-        low = release and c.kind == "gcc" and c.major < release.gcc
+    return out
+
+
+def compiler_rows(facts: Facts) -> list[Row]:
+    release = facts.release
+    if not facts.compilers:
+        return [Row("compiler", PROBLEM, "no gcc/g++ or clang found", "apt-get install g++")]
+    out = []
+    for c in facts.compilers:
+        low = release is not None and c.kind == "gcc" and c.major < release.gcc
         out.append(Row(f"{c.kind} {c.cxx.name}", WARN if low else OK, f"{c.version} ({c.cxx})",
                        f"PyTorch {release.version} needs gcc >= {release.gcc}" if low and release else ""))
-    info = facts["gpu"]
-    kits = facts["toolkits"]
-    if not kits:
-        out.append(Row("cuda", WARN, "no CUDA toolkit found (CPU builds only)", "inv cuda.install 13.0"))
-    for i, tk in enumerate(kits):
+    return out
+
+
+def cuda_rows(facts: Facts) -> list[Row]:
+    info = facts.gpu
+    if not facts.toolkits:
+        return [Row("cuda", WARN, "no CUDA toolkit found (CPU builds only)", "inv cuda.install 13.0")]
+    out = []
+    gccs = [c for c in facts.compilers if c.kind == "gcc"]
+    for i, tk in enumerate(facts.toolkits):
         alias = f", alias {', '.join(map(str, tk.aliases))}" if tk.aliases else ""
         detail = f"{tk.full_version} at {tk.root}{alias}; cudart {'yes' if tk.cudart else 'no'}; " \
                  f"cuDNN {tk.cudnn or 'no'}{' (default)' if i == 0 else ''}"
+        limit = compilers.max_gcc(tk.version)
         if tk.problems:
             out.append(Row(f"cuda {tk.version}", PROBLEM, detail + "; " + "; ".join(tk.problems),
                            "reinstall it or remove it from toolchain.cuda_roots"))
-            continue
-        limit = compilers.max_gcc(tk.version)
-        gccs = [c for c in ccs if c.kind == "gcc"]
-        if limit and gccs and min(c.major for c in gccs) > limit:
+        elif limit and gccs and min(c.major for c in gccs) > limit:
             out.append(Row(f"cuda {tk.version}", PROBLEM, detail + f"; needs gcc <= {limit}, none found",
                            f"apt-get install g++-{limit}"))
         elif info.driver_cuda and compat.vkey(tk.version) > compat.vkey(info.driver_cuda):
@@ -144,13 +169,21 @@ def rows(facts: Mapping[str, Any]) -> list[Row]:
                            "update the NVIDIA driver, or build with an older toolkit"))
         else:
             out.append(Row(f"cuda {tk.version}", OK, detail))
-    if info.gpus:
-        for g in info.gpus:
-            out.append(Row("gpu", OK, f"{g.name}, compute {g.compute_cap}, driver {g.driver} "
-                                      f"(CUDA {info.driver_cuda or '?'})"))
-    else:
-        out.append(Row("gpu", OK, "none found: CUDA builds target the toolkit's default arch list"))
-    for py in facts["pythons"]:
+    return out
+
+
+def gpu_rows(facts: Facts) -> list[Row]:
+    info = facts.gpu
+    if not info.gpus:
+        return [Row("gpu", OK, "none found: CUDA builds target the toolkit's default arch list")]
+    return [Row("gpu", OK, f"{g.name}, compute {g.compute_cap}, driver {g.driver} (CUDA {info.driver_cuda or '?'})")
+            for g in info.gpus]
+
+
+def python_rows(facts: Facts) -> list[Row]:
+    release = facts.release
+    out = []
+    for py in facts.pythons:
         if py.problem:
             out.append(Row(f"python {py.path}", WARN, py.problem, "remove or repair that interpreter"))
             continue
@@ -159,36 +192,42 @@ def rows(facts: Mapping[str, Any]) -> list[Row]:
         if not py.venv:
             notes.append("no venv module" if py.key >= (3,) else "Python 2: no venv, no PyTorch since 1.5")
             level = WARN
-        if release and (compat.problems(facts["torch_version"], py.version, None, None)[1]):
+        if release and facts.torch_version and compat.problems(facts.torch_version, py.version, None, None)[1]:
             notes.append(f"outside PyTorch {release.version}'s {release.python[0]}–{release.python[1]}")
         extra = f" ({'; '.join(notes)})" if notes else ""
         out.append(Row(f"python {py.minor}", level, f"{py.version} {py.implementation} at {py.path} [{py.found_by}]"
                        f"{extra}", "install python3-venv" if not py.venv and py.key >= (3,) else ""))
-    mem = facts["memory"]
-    jobs = system.choose_jobs(facts["cpus"], mem, cuda=bool(kits))
-    out.append(Row("memory", OK, f"{mem / system.GIB:.1f} GiB available; MAX_JOBS would be {jobs.reason}"))
-    need = facts["min_free_gb"] * system.GIB
-    for where, free in facts["disk"].items():
-        level = OK if free >= need else PROBLEM
-        out.append(Row("disk", level, f"{free / system.GIB:.1f} GiB free at {where}",
-                       "" if level == OK else f"free space: a PyTorch build needs about {facts['min_free_gb']:g} GiB"))
-    if facts["torch_version"]:
-        out.append(Row("checkout", OK, f"PyTorch {facts['torch_version']} at {facts['checkout']}"))
-    else:
-        out.append(Row("checkout", WARN, f"no checkout at {facts['checkout']}", "inv clone"))
-    subs = facts["submodules"]
-    if subs:
-        bad = subs["missing"] + subs["conflict"]
-        level = OK if not bad else PROBLEM
-        detail = f"{subs['total']} submodules, {subs['missing']} missing, {subs['other_commit']} at other commits"
-        out.append(Row("submodules", level, detail, "inv sync" if bad else ""))
     return out
 
 
-def as_json(facts: Mapping[str, Any], table: list[Row]) -> dict[str, Any]:
-    def plain(value: Any) -> Any:
+def machine_rows(facts: Facts) -> list[Row]:
+    jobs = system.choose_jobs(facts.cpus, facts.memory, cuda=bool(facts.toolkits))
+    out = [Row("memory", OK, f"{facts.memory / system.GIB:.1f} GiB available; MAX_JOBS would be {jobs.reason}")]
+    need = facts.min_free_gb * system.GIB
+    for where, free in facts.disk.items():
+        level = OK if free >= need else PROBLEM
+        out.append(Row("disk", level, f"{free / system.GIB:.1f} GiB free at {where}",
+                       "" if level == OK else f"free space: a PyTorch build needs about {facts.min_free_gb:g} GiB"))
+    return out
+
+
+def checkout_rows(facts: Facts) -> list[Row]:
+    if facts.torch_version:
+        out = [Row("checkout", OK, f"PyTorch {facts.torch_version} at {facts.checkout}")]
+    else:
+        out = [Row("checkout", WARN, f"no checkout at {facts.checkout}", "inv clone")]
+    subs = facts.submodules
+    if subs:
+        bad = subs.missing + subs.conflict
+        detail = f"{subs.total} submodules, {subs.missing} missing, {subs.other_commit} at other commits"
+        out.append(Row("submodules", OK if not bad else PROBLEM, detail, "inv sync" if bad else ""))
+    return out
+
+
+def as_json(facts: Facts, table: list[Row]) -> dict[str, object]:
+    def plain(value: object) -> object:
         if hasattr(value, "__dataclass_fields__"):
-            return {k: plain(v) for k, v in asdict(value).items()}
+            return {k: plain(v) for k, v in asdict(value).items()}  # type: ignore[call-overload]
         if isinstance(value, dict):
             return {str(k): plain(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
@@ -200,4 +239,4 @@ def as_json(facts: Mapping[str, Any], table: list[Row]) -> dict[str, Any]:
     levels = {r.status for r in table}
     status = PROBLEM if PROBLEM in levels else WARN if WARN in levels else OK
     return {"status": status, "rows": [asdict(r) for r in table],
-            "facts": {k: plain(v) for k, v in facts.items()}}
+            "facts": {f.name: plain(getattr(facts, f.name)) for f in fields(facts)}}

@@ -81,6 +81,19 @@ def envs_dir(cfg: Config) -> Path:
     return (cfg.root / cfg.paths.envs).resolve()
 
 
+def named(cfg: Config, name: str) -> Path:
+    """The prefix of the managed env `name`; an error naming the known envs when there is none."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*", name) or ".." in name:
+        raise TorchbuildError(f"env name '{name}' is not a plain name (letters, digits, '.', '_', '+', '-'; "
+                              "no '/' or '..')", "pass the name `inv env.list` shows")
+    prefix = envs_dir(cfg) / name
+    if read(prefix) is None and not prefix.exists():
+        known = ", ".join(p.name for p, _ in list_envs(cfg)) or "none"
+        raise TorchbuildError(f"there is no managed env '{name}' (envs: {known})",
+                              f"make it with `inv env.create --name {name} --python 3.X`")
+    return prefix
+
+
 def default_name(version: str, backend: str) -> str:
     minor = ".".join(version.split(".")[:2])
     return f"py{minor}" if backend == "venv" else f"py{minor}-{backend}"
@@ -262,11 +275,7 @@ def _make(backend: str, exe: str, python: Python, prefix: Path, cfg: Config, req
     elif backend == "uv":
         run([exe, "venv", "--quiet", "--seed", "--python", str(python.path), str(prefix)])
         (prefix / "pip.conf").write_text(pip_conf(cfg))
-        flags = []
-        if cfg.mirrors.pip_index_url:
-            flags += ["--index-url", cfg.mirrors.pip_index_url]
-        for url in cfg.mirrors.pip_extra_index_urls:
-            flags += ["--extra-index-url", url]
+        flags = cfg.mirrors.pip_options(trusted_hosts=False)
         _install([exe, "pip", "install", "--quiet", "--python", str(py), *flags], reqs, python.version, {})
     else:
         prefix.mkdir(parents=True)
@@ -321,11 +330,10 @@ def choose(cfg: Config, python_spec: str | None, env_name: str | None, base_env:
     backend = cfg.matrix.backend
     root = envs_dir(cfg)
     if env_name:
-        made = read(root / env_name)
+        made = read(named(cfg, env_name))
         if made is None:
-            known = ", ".join(p.name for p, e in list_envs(cfg) if e) or "none"
-            raise TorchbuildError(f"there is no managed env '{env_name}' (envs: {known})",
-                                  f"make it with `inv env.create --name {env_name} --python 3.X`")
+            raise TorchbuildError(f"env {env_name} is unfinished",
+                                  f"make it again with `inv env.create --name {env_name}`")
         return EnvChoice(made.prefix, made.python, made.version, f"--env {env_name}", made.name, True, made.backend,
                          made.setuptools)
     reason = f"--python {python_spec}" if python_spec else ""

@@ -8,18 +8,43 @@ compiled once per CUDA version and reused by the other Pythons.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 from . import console as _console
-from .config import Config, load
+from .build import BuildRequest, build, report
+from .config import Config
 from .errors import TorchbuildError
+from .run import run
 
 SUMMARY = "matrix-summary.json"
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """One session's line in dist/matrix-summary.json."""
+
+    session: str
+    python: str
+    cuda: str
+    result: str = "ok"  # ok, failed or skipped
+    seconds: float = 0.0
+    hit_rate: float | None = None
+    hits: int = 0
+    misses: int = 0
+    wheel: str | None = None
+    reason: str = ""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> SessionRecord:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})  # type: ignore[arg-type]
 
 
 def session_name(python: str, cuda: str) -> str:
@@ -29,14 +54,16 @@ def session_name(python: str, cuda: str) -> str:
 def combos(cfg: Config) -> list[tuple[str, str]]:
     """(python, cuda) pairs: pythons x cudas, plus include, minus exclude; config order."""
     pairs = [(p, c) for p in cfg.matrix.pythons for c in cfg.matrix.cudas]
-    pairs += [tuple(i.split(":", 1)) for i in cfg.matrix.include if tuple(i.split(":", 1)) not in pairs]  # type: ignore[misc]
+    for item in cfg.matrix.include:
+        py, _, cuda = item.partition(":")
+        if (py, cuda) not in pairs:
+            pairs.append((py, cuda))
     excluded = {tuple(e.split(":", 1)) for e in cfg.matrix.exclude}
     return [pair for pair in pairs if pair not in excluded]
 
 
-def axes(root: Path, env: Mapping[str, str] | None = None) -> tuple[list[str], list[str], set[tuple[str, str]]]:
+def axes(cfg: Config) -> tuple[list[str], list[str], set[tuple[str, str]]]:
     """For the noxfile: (pythons, cudas, the pairs that are really sessions)."""
-    cfg = load(root, os.environ if env is None else env)
     pairs = combos(cfg)
     pythons = list(dict.fromkeys(p for p, _ in pairs))
     cudas = list(dict.fromkeys(c for _, c in pairs))
@@ -56,47 +83,46 @@ def skip_reason(cfg: Config, python: str, cuda: str) -> str | None:
     return problems[0] + " (--force builds it anyway)" if problems else None
 
 
-def run_session(root: Path, python: str, cuda: str, force: bool = False, venv: Path | None = None,
-                env: Mapping[str, str] | None = None) -> dict[str, Any]:
+def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: Path | None = None,
+                env: Mapping[str, str] | None = None) -> SessionRecord:
     """Build one pair's wheel (in `venv`, nox's env for the session) and smoke-import it.
 
     The record is also merged into dist/matrix-summary.json."""
-    from .commands import build_result
-    from .run import run
-
     env = dict(os.environ if env is None else env)
-    if venv is not None:
+    if venv is not None:  # nox's env: the build runs in it as "the active environment"
         env["VIRTUAL_ENV"] = str(venv)
         env["PATH"] = str(venv / "bin") + os.pathsep + env.get("PATH", "")
-    flags = {"build.cuda": cuda} if venv is not None else {"build.python": python, "build.cuda": cuda}
-    cfg = load(root, env, flags)  # with a venv (nox's), the build runs in it as "the active environment"
     name = session_name(python, cuda)
     dist = cfg.root / "dist" / name
-    record: dict[str, Any] = {"session": name, "python": python, "cuda": cuda, "result": "ok", "seconds": 0.0,
-                              "hit_rate": None, "hits": 0, "misses": 0, "wheel": None, "reason": ""}
+    record = SessionRecord(name, python, cuda)
     start = time.monotonic()
     con = _console.get()
     reason = None if force else skip_reason(cfg, python, cuda)
     if reason:
-        record.update(result="skipped", reason=reason)
+        record = dataclasses.replace(record, result="skipped", reason=reason)
         con.warn(f"{name}: skipped: {reason}")
     else:
+        request = dataclasses.replace(BuildRequest.resolve(cfg, wheel=True, dist=dist, force=force), cuda=cuda,
+                                      python=None if venv is not None else python)
         try:
-            result = build_result(cfg, wheel=True, dist=str(dist), force=force, base_env=env)
-            record.update(hits=result.hits, misses=result.misses, hit_rate=result.hit_rate,
-                          wheel=str(result.wheel) if result.wheel else None)
+            outcome = build(cfg, request, env)
+            report(outcome)
+            result = outcome.result
+            assert result is not None
+            record = dataclasses.replace(record, hits=result.hits, misses=result.misses, hit_rate=result.hit_rate,
+                                         wheel=str(result.wheel) if result.wheel else None)
             if result.wheel is None:
                 raise TorchbuildError(f"the build left no wheel in {dist}", "look at the build log")
-            smoke_import(Path(str(result.python)), result.wheel, result.package, run)
+            smoke_import(Path(str(result.python)), result.wheel, result.package)
         except TorchbuildError as exc:
-            record.update(result="failed", reason=exc.message)
+            record = dataclasses.replace(record, result="failed", reason=exc.message)
             con.error(f"{name}: {exc.message}", exc.hint)
-    record["seconds"] = round(time.monotonic() - start, 2)
+    record = dataclasses.replace(record, seconds=round(time.monotonic() - start, 2))
     write_summary(cfg.root / "dist" / SUMMARY, record)
     return record
 
 
-def smoke_import(env_python: Path, wheel: Path, package: str, run: Any) -> None:
+def smoke_import(env_python: Path, wheel: Path, package: str) -> None:
     """Install the wheel into a fresh venv (no deps) and import it there."""
     with tempfile.TemporaryDirectory(prefix="tb-smoke-") as tmp:
         venv = Path(tmp) / "venv"
@@ -118,50 +144,49 @@ def smoke_import(env_python: Path, wheel: Path, package: str, run: Any) -> None:
         _console.get().ok(f"{wheel.name} imports in a fresh env")
 
 
-def write_summary(path: Path, record: Mapping[str, Any]) -> None:
+def write_summary(path: Path, record: SessionRecord) -> None:
+    """Merge one record into the summary file (atomically: a reader never sees half a file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        data = {"sessions": []}
-    data["sessions"] = [s for s in data.get("sessions", []) if s.get("session") != record["session"]] + [dict(record)]
+    others = [r for r in read_summary_file(path) if r.session != record.session]
+    data = {"sessions": [dataclasses.asdict(r) for r in [*others, record]]}
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n")
     tmp.replace(path)
 
 
-def read_summary(root: Path) -> list[dict[str, Any]]:
+def read_summary_file(path: Path) -> list[SessionRecord]:
     try:
-        return list(json.loads((root / "dist" / SUMMARY).read_text()).get("sessions", []))
-    except (OSError, ValueError):
+        return [SessionRecord.from_json(s) for s in json.loads(path.read_text()).get("sessions", [])]
+    except (OSError, ValueError, TypeError, AttributeError):
         return []
 
 
-def table(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+def read_summary(root: Path) -> list[SessionRecord]:
+    return read_summary_file(root / "dist" / SUMMARY)
+
+
+def table(records: list[SessionRecord]) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for r in records:
-        rate = f"{r['hit_rate']:.0%}" if r.get("hit_rate") is not None else "-"
-        rows.append((r["session"], r["python"], r["cuda"], r["result"], f"{r['seconds']:.1f}s", rate,
-                     r.get("wheel") or r.get("reason") or "-"))
+        rate = f"{r.hit_rate:.0%}" if r.hit_rate is not None else "-"
+        rows.append((r.session, r.python, r.cuda, r.result, f"{r.seconds:.1f}s", rate, r.wheel or r.reason or "-"))
     return rows
 
 
-def requirements(root: Path, python_version: str) -> tuple[str | None, list[str]]:
+def requirements(cfg: Config, python_version: str) -> tuple[str | None, list[str]]:
     """(pip bootstrap pin, build requirements) for a session's env, as `inv env.create` has them."""
     from . import envs
 
-    cfg = load(root, os.environ)
     checkout = cfg.source_path if cfg.source_path.exists() else None
     return envs.pip_bootstrap(python_version), envs.requirements(checkout, python_version)
 
 
-def expose_interpreters(root: Path, pythons: list[str], env: Mapping[str, str] | None = None) -> Path:
+def expose_interpreters(cfg: Config, pythons: list[str], env: Mapping[str, str] | None = None) -> Path:
     """Make nox find the matrix's Pythons wherever torchbuild finds them (pyenv behind shims, conda, uv):
     a folder of python3.X links, put first on PATH. Returns the folder."""
     from .toolchain import python as discovery
 
     env = os.environ if env is None else env
-    cfg = load(root, env)
     links = cfg.cache_root / "pythons"
     missing = [p for p in pythons if not (links / f"python{p}").exists()]
     if missing:

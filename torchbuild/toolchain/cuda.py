@@ -13,10 +13,11 @@ import functools
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from ..config import Config
 from ..errors import TorchbuildError
 from ..run import run
 
@@ -240,6 +241,22 @@ def discover(env: Mapping[str, str], extra: Sequence[str] = (), cache_root: Path
     return sorted(toolkits, key=lambda t: t.key, reverse=True)
 
 
+def site_dirs(cfg: Config, env: Mapping[str, str]) -> list[Path]:
+    """site-packages that may hold NVIDIA's nvcc wheels: pyenv versions, managed envs, the active env."""
+    home = Path(env.get("HOME", "~")).expanduser()
+    pyenv = Path(env.get("PYENV_ROOT") or home / ".pyenv")
+    dirs = list(pyenv.glob("versions/*/lib/python*/site-packages"))
+    dirs += list((cfg.root / cfg.paths.envs).glob("*/lib/python*/site-packages"))
+    if env.get("VIRTUAL_ENV"):
+        dirs += list(Path(env["VIRTUAL_ENV"]).glob("lib/python*/site-packages"))
+    return dirs
+
+
+def for_config(cfg: Config, env: Mapping[str, str]) -> list[Toolkit]:
+    """`discover` with the places `cfg` adds: toolchain.cuda_roots, the cache dir, envs' site-packages."""
+    return discover(env, cfg.toolchain.cuda_roots, cfg.cache_root, site_dirs(cfg, env))
+
+
 def _with_aliases(tk: Toolkit, links: Iterable[Path]) -> Toolkit:
     from dataclasses import replace
 
@@ -247,15 +264,6 @@ def _with_aliases(tk: Toolkit, links: Iterable[Path]) -> Toolkit:
 
 
 # ----------------------------------------------------------------------------- selection
-
-
-@dataclass(frozen=True)
-class Selection:
-    """The outcome of --cuda: a toolkit, or none (a CPU build)."""
-
-    toolkit: Toolkit | None
-    reason: str = ""
-    env: Mapping[str, str | None] = field(default_factory=dict)
 
 
 def select(toolkits: Sequence[Toolkit], spec: str) -> Toolkit | None:

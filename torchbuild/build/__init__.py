@@ -1,0 +1,63 @@
+"""The build in three steps: gather the facts (probes), make the plan (pure), execute it.
+
+    request.py  flags + Config -> BuildRequest, resolved once
+    facts.py    gather(): toolkit, env, host compiler, GPUs, compiler cache, release checks
+    plan.py     make_plan() -> Plan (pure data; --dry-run prints it), describe()
+    trees.py    one build tree per configuration, swapped into build/; clean
+    execute.py  execute(plan) -> BuildResult: lock, reconfigure on change, up-to-date check, log
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from .. import console as _console
+from ..config import Config
+from .execute import BuildResult, execute
+from .facts import BuildFacts, gather
+from .plan import Plan, describe, make_plan
+from .request import BuildRequest
+from .trees import clean
+
+__all__ = ["BuildFacts", "BuildRequest", "BuildResult", "Outcome", "Plan", "build", "clean", "describe", "gather",
+           "make_plan", "report"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    plan: Plan
+    result: BuildResult | None  # None: a dry run
+
+
+def build(cfg: Config, request: BuildRequest, base_env: Mapping[str, str]) -> Outcome:
+    """The build behind `inv build`, `inv demo` and the nox sessions."""
+    con = _console.get()
+    facts = gather(cfg, request, base_env)
+    plan = make_plan(cfg, request, facts, base_env)
+    con.info(f"environment: {plan.env.python} (Python {plan.env.version}; {plan.env.reason})")
+    for note in plan.notes:
+        con.info(note)
+    if request.dry_run:
+        for line in describe(plan, base_env):
+            con.result(line)
+        return Outcome(plan, None)
+    with con.timed(f"build {plan.key}"):
+        return Outcome(plan, execute(plan, request, base_env))
+
+
+def report(outcome: Outcome) -> None:
+    """The closing lines of a build: what it compiled, the cache's hits, how to use the result."""
+    result, plan = outcome.result, outcome.plan
+    if result is None or result.up_to_date:
+        return
+    con = _console.get()
+    rate = f", ccache {result.hits}/{result.hits + result.misses} hits ({result.hit_rate:.0%})" \
+        if result.hit_rate is not None else ""
+    if result.remote_hits:
+        rate += f", {result.remote_hits} from the remote cache"
+    con.ok(f"{plan.key} built in {result.seconds:.1f}s: {result.compiles} compile step(s){rate}")
+    if result.wheel:
+        con.ok(f"wheel: {result.wheel}")
+    else:
+        con.info(f"use it: {plan.env.python} -c 'import {plan.package}'")

@@ -1,0 +1,188 @@
+"""Running a plan: lock, swap in the tree, reconfigure on change, skip when up to date, build
+with a progress line and a log, count the compiler cache's hits.
+
+Within a tree, a changed configure environment (flags, arch list, compiler) deletes
+CMakeCache.txt, which makes PyTorch's setup.py reconfigure (it otherwise keeps the first options
+forever).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Callable, Mapping
+
+from .. import console as _console
+from ..errors import CommandError, TorchbuildError
+from ..progress import Tracker
+from ..run import format_command, run
+from .plan import Plan
+from .request import BuildRequest
+from .trees import activate_tree, build_lock, configure_changes, exclude_state, read_marker, remove_tree, write_marker
+
+
+@dataclass
+class BuildResult:
+    key: str
+    seconds: float
+    hits: int = 0
+    misses: int = 0
+    remote_hits: int = 0
+    log: Path | None = None
+    wheel: Path | None = None
+    compiles: int = 0
+    python: Path | None = None
+    package: str = "torch"
+    up_to_date: bool = False
+
+    @property
+    def hit_rate(self) -> float | None:
+        total = self.hits + self.misses
+        return self.hits / total if total else None
+
+
+
+# ----------------------------------------------------------------------------- execution
+
+
+def parse_stats_log(text: str) -> tuple[int, int, int]:
+    """(hits, misses, remote hits) from a ccache stats log (one counter name a line, `#` file lines)."""
+    hits = misses = remote = 0
+    for line in text.splitlines():
+        word = line.strip()
+        if word in ("direct_cache_hit", "preprocessed_cache_hit"):
+            hits += 1
+        elif word == "cache_miss":
+            misses += 1
+        elif word == "remote_storage_hit":
+            remote += 1
+    return hits, misses, remote
+
+
+def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> BuildResult:
+    """Run the plan: lock, swap in the tree, build with progress and a log."""
+    con = _console.get()
+    checkout = plan.checkout
+    start = time.monotonic()
+    result = BuildResult(plan.key, 0.0, log=plan.log, python=plan.env.python, package=plan.package)
+    with build_lock(checkout):
+        exclude_state(checkout)
+        if opts.clean:
+            remove_tree(checkout, plan.key)
+        swapped = activate_tree(checkout, plan.key)
+        if swapped:
+            con.info(swapped)
+        build = checkout / "build"
+        marker = read_marker(build) if build.exists() else None
+        changed = configure_changes(marker.get("configure") if marker else None, plan.configure)  # type: ignore[arg-type]
+        if changed and (build / "CMakeCache.txt").exists():
+            con.info("configuration changed, reconfiguring: " + "; ".join(changed[:4])
+                     + (f" (+{len(changed) - 4} more)" if len(changed) > 4 else ""))
+            (build / "CMakeCache.txt").unlink()
+        stamp = inputs_stamp(plan)
+        if not (opts.wheel or opts.clean or opts.rerun or changed) and marker and marker.get("done") == stamp \
+                and nothing_to_do(build, plan, base_env) and installed(plan):
+            con.info("up to date: ninja has no work, the inputs and the install are unchanged; nothing was run "
+                     "(--rerun runs the build command anyway)")
+            result.seconds = time.monotonic() - start
+            result.up_to_date = True
+            return result
+        build.mkdir(exist_ok=True)  # the tree is this configuration's from now on, even if interrupted
+        write_marker(build, plan.key, plan.configure, None)
+        plan.log.parent.mkdir(parents=True, exist_ok=True)
+        if plan.dist:
+            plan.dist.mkdir(parents=True, exist_ok=True)
+        before = set(plan.dist.glob("*.whl")) if plan.dist else set()
+        tracker = Tracker()
+        con.info(f"building {plan.key} with MAX_JOBS={plan.changes.get('MAX_JOBS')}; log: {plan.log}")
+        with open(plan.log, "w", buffering=1) as log:  # line-buffered: `tail -f` works
+            log.write(format_command(list(plan.command), base_env, plan.changes, checkout) + "\n")
+            try:
+                run(list(plan.command), cwd=checkout, env=plan.changes, base_env=base_env, echo=opts.verbose,
+                    on_line=_show(tracker, opts.verbose, log), log=log)
+            except CommandError as exc:
+                con.clear_progress()
+                report = tracker.error_report()
+                con.error(f"the build of {plan.key} failed; the first error:")
+                for line in report:
+                    con.info(f"  | {line}")
+                raise TorchbuildError(f"the build of {plan.key} failed (exit {exc.returncode}); full log: {plan.log}",
+                                      "fix the error above, then run `inv build` again (it resumes)") from None
+        con.clear_progress()
+        write_marker(build, plan.key, plan.configure, None if plan.wheel else stamp)
+    result.seconds = time.monotonic() - start
+    result.compiles = tracker.compiles
+    if plan.stats_log.exists():
+        result.hits, result.misses, result.remote_hits = parse_stats_log(plan.stats_log.read_text())
+    if plan.dist:
+        made = sorted(set(plan.dist.glob("*.whl")) - before) or sorted(plan.dist.glob("*.whl"),
+                                                                         key=lambda p: p.stat().st_mtime)[-1:]
+        result.wheel = made[-1] if made else None
+    return result
+
+
+
+def inputs_stamp(plan: Plan) -> str:
+    """What a no-op build depends on beyond ninja's graph: the command, the configure environment,
+    the commit, and the files setup.py reads (setup.py, pyproject.toml, version.txt, requirements)."""
+    import hashlib
+
+    head = plan.checkout / ".git"
+    files = []
+    for name in ("setup.py", "pyproject.toml", "version.txt", "requirements.txt", "requirements-build.txt",
+                 "CMakeLists.txt", ".gitmodules"):
+        path = plan.checkout / name
+        if path.exists():
+            st = path.stat()
+            files.append((name, st.st_size, st.st_mtime_ns))
+    commit = ""
+    if head.exists():
+        commit = run(["git", "rev-parse", "HEAD"], cwd=plan.checkout, capture=True, echo=False,
+                     check=False).stdout.strip()
+    data = json.dumps([plan.command, sorted(plan.configure.items()), commit, files, str(plan.env.python)])
+    return hashlib.sha256(data.encode()).hexdigest()[:20]
+
+
+def nothing_to_do(build: Path, plan: Plan, base_env: Mapping[str, str]) -> bool:
+    """`ninja -n` in the tree says there is no work (False without ninja or a ninja tree)."""
+    if not (build / "build.ninja").exists():
+        return False
+    path = str(plan.changes.get("PATH") or base_env.get("PATH", ""))
+    ninja = shutil.which("ninja", path=path)
+    if ninja is None:
+        return False
+    res = run([ninja, "-C", str(build), "-n"], capture=True, echo=False, check=False)
+    return res.returncode == 0 and "no work to do" in res.stdout
+
+
+def installed(plan: Plan) -> bool:
+    """The env still points at this checkout (an editable install) and the package's extensions exist."""
+    package = plan.checkout / plan.package
+    if not package.is_dir() or not any(package.glob("*.so")):
+        return False
+    for site in plan.env.prefix.glob("lib/python*/site-packages"):
+        for link in list(site.glob("*.pth")) + list(site.glob("*.egg-link")) + list(site.glob("__editable__*")):
+            try:
+                if str(plan.checkout) in link.read_text(errors="replace"):
+                    return True
+            except (OSError, IsADirectoryError):
+                continue
+    return False
+
+
+def _show(tracker: Tracker, verbose: bool, log: IO[str]) -> Callable[[str], None]:
+    con = _console.get()
+
+    def on_line(line: str) -> None:
+        text = tracker.feed(line)
+        if verbose:
+            con.result(line)
+        elif text:
+            con.progress(text)
+
+    return on_line
+
+

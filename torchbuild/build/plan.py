@@ -1,0 +1,205 @@
+"""The build plan: everything a build will do, as data (printed by --dry-run). Pure."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from ..config import Config
+from ..envs import EnvChoice
+from ..errors import TorchbuildError
+from ..run import format_command
+from ..toolchain import system
+from ..toolchain.cuda import Toolkit
+from .facts import BuildFacts
+from .request import BuildRequest
+from .trees import STATE
+
+# Environment that changes what CMake configures (a change means: reconfigure this tree).
+CONFIGURE_PREFIXES = ("USE_", "BUILD_", "CMAKE_")
+CONFIGURE_NAMES = {"TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "CUDACXX", "CUDAHOSTCXX", "DEBUG", "REL_WITH_DEB_INFO", "CC",
+                   "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "BLAS"}
+NOT_CONFIGURE = {"CMAKE_FRESH"}
+
+
+def affects_configure(name: str) -> bool:
+    """Whether a variable changes what CMake configures (launchers and CMAKE_FRESH do not)."""
+    if name in NOT_CONFIGURE or name.endswith("_COMPILER_LAUNCHER"):
+        return False
+    return name in CONFIGURE_NAMES or name.startswith(CONFIGURE_PREFIXES)
+
+
+
+@dataclass(frozen=True)
+class Plan:
+    checkout: Path
+    env: EnvChoice
+    toolkit: Toolkit | None
+    key: str
+    configure: Mapping[str, str]
+    changes: Mapping[str, str | None]
+    command: tuple[str, ...]
+    log: Path
+    stats_log: Path
+    jobs_reason: str
+    notes: tuple[str, ...] = ()
+    wheel: bool = False
+    dist: Path | None = None
+    launcher: str | None = None
+    package: str = "torch"
+
+
+
+# ----------------------------------------------------------------------------- planning (pure)
+
+
+def config_key(version: str, toolkit: Toolkit | None, build_type: str) -> str:
+    minor = ".".join(version.split(".")[:2])
+    cuda = f"cu{toolkit.version.replace('.', '')}" if toolkit else "cpu"
+    return f"py{minor}-{cuda}-{build_type}"
+
+
+def uses_pip_editable(checkout: Path, setuptools: str) -> bool:
+    """setup.py develop where it works; `pip install -e` for setuptools >= 80 or no setup.py."""
+    if not (checkout / "setup.py").is_file():
+        return True
+    major = re.match(r"(\d+)", setuptools or "")
+    return major is None or int(major.group(1)) >= 80
+
+
+def build_command(checkout: Path, env: EnvChoice, wheel: bool, dist: Path) -> tuple[str, ...]:
+    py = str(env.python)
+    pip = uses_pip_editable(checkout, env.setuptools)
+    if wheel:
+        if pip:
+            return (py, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v", "-w", str(dist), ".")
+        return (py, "setup.py", "bdist_wheel", "-d", str(dist))
+    if pip:
+        return (py, "-m", "pip", "install", "--no-build-isolation", "-v", "-e", ".")
+    return (py, "setup.py", "develop")
+
+
+def arch_supported(cuda: str, arch: str) -> bool:
+    """Whether nvcc of this CUDA version accepts compute capability `arch` (8.0, 9.0a, 12.0+PTX)."""
+    from ..compat import vkey
+
+    cap = vkey(arch.replace("+PTX", ""))[:2]
+    cv = vkey(cuda)[:2]
+    oldest = (7, 5) if cv >= (13, 0) else (5, 0) if cv >= (12, 0) else (3, 5) if cv >= (11, 0) else (3, 0)
+    newest = next(cap_ for since, cap_ in (((12, 8), (12, 9)), ((11, 8), (9, 0)), ((11, 4), (8, 7)),
+                                            ((11, 1), (8, 6)), ((11, 0), (8, 0)), ((10, 0), (7, 5)), ((0, 0), (7, 2)))
+                  if cv >= since)
+    return oldest <= cap <= newest
+
+
+def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: Mapping[str, str],
+              now: float | None = None) -> Plan:
+    """Everything a build will do, as data. Pure: `gather` found the facts."""
+    from ..compat import default_arch_list
+    from ..toolchain.cuda import toolkit_env
+
+    env, toolkit, opts = facts.env, facts.toolkit, request
+    checkout = cfg.source_path
+    key = config_key(env.version, toolkit, opts.build_type)
+    notes = list(facts.notes)
+    changes: dict[str, str | None] = dict(toolkit_env(toolkit, base_env))
+    env_bin = str(env.prefix / "bin")
+    path = changes.get("PATH") or base_env.get("PATH", "")
+    changes["PATH"] = env_bin + (os.pathsep + path if path else "")
+    if env.name is not None or base_env.get("VIRTUAL_ENV") != str(env.prefix):
+        changes["VIRTUAL_ENV"] = str(env.prefix)
+    if toolkit is not None:
+        arch = opts.arch or facts.gpu_arch or default_arch_list(toolkit.version)
+        bad = [a for a in re.split(r"[;\s]+", arch) if a and not arch_supported(toolkit.version, a)]
+        if bad:
+            raise TorchbuildError(f"CUDA {toolkit.version} does not support compute capability {', '.join(bad)} "
+                                  f"(TORCH_CUDA_ARCH_LIST={arch})",
+                                  f"pass --arch with archs CUDA {toolkit.version} supports, e.g. "
+                                  f"\"{default_arch_list(toolkit.version)}\"")
+        source = "--arch" if opts.arch else "local GPUs" if facts.gpu_arch else \
+            f"CUDA {toolkit.version}'s release default"
+        changes["TORCH_CUDA_ARCH_LIST"] = arch
+        notes.append(f"TORCH_CUDA_ARCH_LIST={arch} ({source})")
+        if facts.host_cxx:
+            changes["CUDAHOSTCXX"] = facts.host_cxx
+    jobs = opts.jobs
+    if jobs:
+        jobs_reason = f"{jobs} (--jobs / build.jobs)"
+    else:
+        chosen = system.choose_jobs(os.cpu_count() or 1, system.available_memory(), toolkit is not None)
+        jobs, jobs_reason = chosen.jobs, chosen.reason
+    changes["MAX_JOBS"] = str(jobs)
+    prefix_path = base_env.get("CMAKE_PREFIX_PATH")
+    changes["CMAKE_PREFIX_PATH"] = str(env.prefix) + (os.pathsep + prefix_path if prefix_path else "")
+    changes["USE_NINJA"] = "1"
+    changes["BUILD_TEST"] = "0"
+    changes["DEBUG"] = "1" if opts.build_type == "debug" else None
+    changes["REL_WITH_DEB_INFO"] = "1" if opts.build_type == "relwithdebinfo" else None
+    launcher, remote = facts.launcher, facts.remote
+    if launcher:
+        for lang in ("C", "CXX") + (("CUDA",) if toolkit else ()):
+            changes[f"CMAKE_{lang}_COMPILER_LAUNCHER"] = launcher
+    cache_dir = cfg.cache_root / "ccache"
+    log_dir = cfg.root / cfg.paths.logs / key
+    now = time.time() if now is None else now
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f"-{int(now * 1000) % 1000:03d}"
+    log = log_dir / f"{stamp}.log"
+    stats_log = log_dir / f"{stamp}.ccache-stats"
+    if launcher and Path(launcher).name.startswith("ccache"):
+        changes.update({"CCACHE_DIR": str(cache_dir), "CCACHE_BASEDIR": str(checkout), "CCACHE_NOHASHDIR": "1",
+                        "CCACHE_STATSLOG": str(stats_log)})
+        if remote:
+            changes["CCACHE_REMOTE_STORAGE"] = remote
+    elif launcher:
+        changes.update({"SCCACHE_DIR": str(cfg.cache_root / "sccache"), "SCCACHE_BASEDIRS": str(checkout)})
+        if remote:
+            changes["SCCACHE_REDIS_ENDPOINT" if remote.startswith("redis") else "SCCACHE_WEBDAV_ENDPOINT"] = remote
+    dist = opts.dist or cfg.root / "dist"
+    if opts.wheel:
+        from ..compat import checkout_version
+
+        base = (checkout_version(checkout) or "0.0.0").split("+")[0]
+        changes["PYTORCH_BUILD_VERSION"] = f"{base}+{'cu' + toolkit.version.replace('.', '') if toolkit else 'cpu'}"
+    for k, v in {**cfg.build.env, **dict(opts.sets)}.items():
+        changes[k] = v
+    configure = {k: v for k, v in changes.items() if v is not None and affects_configure(k)}
+    configure["python"] = str(env.python)
+    return Plan(checkout, env, toolkit, key, configure, changes, build_command(checkout, env, opts.wheel, dist),
+                log, stats_log, jobs_reason, tuple(notes), opts.wheel, dist if opts.wheel else None, launcher,
+                package_name(checkout))
+
+
+def package_name(checkout: Path) -> str:
+    """What `import X` tests a build: torch for PyTorch, else the package next to setup.py."""
+    if (checkout / "torch" / "__init__.py").exists() or not (checkout / "setup.py").exists():
+        return "torch"
+    pkgs = sorted(p.parent.name for p in checkout.glob("*/__init__.py") if not p.parent.name.startswith(("test", ".")))
+    return pkgs[0] if pkgs else "torch"
+
+
+def describe(plan: Plan, base_env: Mapping[str, str]) -> list[str]:
+    """The plan as the lines `--dry-run` prints."""
+    tk = plan.toolkit
+    lines = [
+        f"checkout:    {plan.checkout}",
+        f"interpreter: {plan.env.python} (Python {plan.env.version}; {plan.env.reason})",
+        f"toolkit:     {f'CUDA {tk.full_version} at {tk.root}' if tk else 'none (CPU build, USE_CUDA=0)'}",
+        f"config:      {plan.key}",
+        f"build tree:  {plan.checkout / 'build'} (others kept in {plan.checkout / STATE / 'trees'})",
+        f"MAX_JOBS:    {plan.jobs_reason}",
+        f"cache:       {plan.launcher or 'none (no ccache/sccache found)'}",
+        f"log:         {plan.log}",
+    ]
+    if plan.dist:
+        lines.append(f"wheel into:  {plan.dist}")
+    lines += [f"note:        {n}" for n in plan.notes]
+    lines.append("environment changes:")
+    lines += [f"  {w}" for w in format_command([], base_env, plan.changes).split(" ") if w]
+    lines.append(f"command:     (cd {plan.checkout} && {format_command(list(plan.command), base_env, {})})")
+    return lines
+
+

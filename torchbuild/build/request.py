@@ -1,0 +1,56 @@
+"""What one build is asked for: flags and Config resolved once into a typed request."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from ..config import Config, OriginKind
+from ..errors import TorchbuildError
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    cuda: str = "auto"
+    python: str | None = None  # set by a flag or the environment (build.python from the file is a default)
+    env_name: str | None = None
+    build_type: str = "release"
+    jobs: int | None = None
+    arch: str | None = None
+    wheel: bool = False
+    clean: bool = False
+    sets: tuple[tuple[str, str], ...] = ()
+    force: bool = False
+    dry_run: bool = False
+    verbose: bool = False
+    dist: Path | None = None
+    rerun: bool = False
+
+    @classmethod
+    def resolve(cls, cfg: Config, *, debug: bool = False, rel_with_deb_info: bool = False, sets: Sequence[str] = (),
+                env_name: str | None = None, wheel: bool = False, clean: bool = False, force: bool = False,
+                dry_run: bool = False, verbose: bool = False, dist: str | Path | None = None,
+                rerun: bool = False) -> BuildRequest:
+        """The request for `cfg` (which already holds the flags for cuda, python, jobs, arch, path)."""
+        if debug and rel_with_deb_info:
+            raise TorchbuildError("--debug and --rel-with-deb-info exclude each other", "pass one of them")
+        build_type = "debug" if debug else "relwithdebinfo" if rel_with_deb_info else cfg.build.build_type
+        origin = cfg.origins.get("build.python")
+        explicit = origin is not None and origin.kind in (OriginKind.FLAG, OriginKind.ENV)
+        return cls(cuda=cfg.build.cuda, python=cfg.build.python if explicit else None, env_name=env_name,
+                   build_type=build_type, jobs=cfg.build.jobs, arch=cfg.build.arch, wheel=wheel, clean=clean,
+                   sets=tuple(parse_sets(sets)), force=force, dry_run=dry_run, verbose=verbose,
+                   dist=Path(dist).resolve() if dist else None, rerun=rerun)
+
+
+def parse_sets(sets: Sequence[str]) -> list[tuple[str, str]]:
+    """`--set KEY=VALUE` items as pairs; a clear error for anything else."""
+    out = []
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise TorchbuildError(f"--set takes KEY=VALUE, got '{item}'", "e.g. --set USE_DISTRIBUTED=0")
+        out.append((key, value))
+    return out

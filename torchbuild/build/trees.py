@@ -1,0 +1,148 @@
+"""Build trees: one per configuration (Python, CUDA, build type).
+
+PyTorch always builds in `build/`, so the tree of the configuration being built is moved into
+`build/` and the others wait in `.torchbuild/trees/<key>`. Switching back to a configuration is
+then an incremental no-op instead of a rebuild.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Mapping
+
+from ..errors import TorchbuildError
+from ..locks import locked
+
+MARKER = ".torchbuild.json"
+STATE = ".torchbuild"
+
+# ----------------------------------------------------------------------------- build trees
+
+
+def read_marker(tree: Path) -> dict[str, object] | None:
+    try:
+        data = json.loads((tree / MARKER).read_text())
+        return data if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def trees_dir(checkout: Path) -> Path:
+    return checkout / STATE / "trees"
+
+
+def activate_tree(checkout: Path, key: str) -> str | None:
+    """Put `key`'s tree at build/ (stashing the current one); return what happened, or None."""
+    build = checkout / "build"
+    stash = trees_dir(checkout)
+    current = read_marker(build) if build.exists() else None
+    if build.exists() and current and current.get("key") == key:
+        return None
+    stash.mkdir(parents=True, exist_ok=True)
+    message = []
+    if build.exists():
+        old = str(current["key"]) if current else f"unknown-{time.strftime('%Y%m%d-%H%M%S')}"
+        target = stash / old
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(build, target)
+        message.append(f"kept the {old} tree in {target}")
+    if (stash / key).exists():
+        os.replace(stash / key, build)
+        message.append(f"restored the {key} tree")
+    else:
+        message.append(f"new tree for {key}")
+    return "; ".join(message)
+
+
+def configure_changes(old: Mapping[str, object] | None, new: Mapping[str, str]) -> list[str]:
+    """What differs between the tree's last configure environment and this one."""
+    if not old:
+        return []
+    diffs = []
+    for k in sorted(set(old) | set(new)):
+        if old.get(k) != new.get(k):
+            diffs.append(f"{k}: {old.get(k, '(unset)')} -> {new.get(k, '(unset)')}")
+    return diffs
+
+
+def build_lock(checkout: Path) -> contextlib.AbstractContextManager[None]:
+    """One build (or clean) per checkout at a time; the second waits and says so."""
+    return locked(checkout / STATE / "lock", f"building in {checkout}", f"another build is running in {checkout}")
+
+
+def write_marker(build: Path, key: str, configure: Mapping[str, str], done: str | None) -> None:
+    """Record which configuration a tree holds, how it was configured, and its last complete inputs."""
+    data = {"key": key, "configure": dict(configure), "done": done}
+    (build / MARKER).write_text(json.dumps(data, indent=2))
+
+
+def exclude_state(checkout: Path) -> None:
+    """Keep .torchbuild/ out of the checkout's `git status` (in .git/info/exclude, not .gitignore)."""
+    git_dir = checkout / ".git"
+    if git_dir.is_file():
+        text = git_dir.read_text().strip()
+        git_dir = (checkout / text.split(":", 1)[1].strip()).resolve() if text.startswith("gitdir:") else git_dir
+    exclude = git_dir / "info" / "exclude"
+    if not git_dir.is_dir():
+        return
+    current = exclude.read_text() if exclude.exists() else ""
+    if f"/{STATE}/" not in current.split():
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        exclude.write_text(current + ("" if current.endswith("\n") or not current else "\n") + f"/{STATE}/\n")
+
+
+
+def remove_tree(checkout: Path, key: str) -> int:
+    freed = 0
+    build = checkout / "build"
+    marker = read_marker(build) if build.exists() else None
+    for tree in ([build] if marker and marker.get("key") == key else []) + [trees_dir(checkout) / key]:
+        if tree.exists():
+            freed += tree_size(tree)
+            shutil.rmtree(tree)
+    return freed
+
+
+def tree_size(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, f)).st_size
+    return total
+
+
+def clean(checkout: Path, all_trees: bool = False, key: str | None = None) -> list[tuple[str, int]]:
+    """Remove build trees (never sources): the current one, `key`'s, or all. Returns (what, bytes)."""
+    removed = []
+    build = checkout / "build"
+    marker = read_marker(build) if build.exists() else None
+    current = str(marker["key"]) if marker else ("build" if build.exists() else None)
+    targets: list[tuple[str, Path]] = []
+    if all_trees:
+        if build.exists():
+            targets.append((current or "build", build))
+        targets += [(p.name, p) for p in sorted(trees_dir(checkout).glob("*")) if p.is_dir()]
+    elif key:
+        if current == key:
+            targets.append((key, build))
+        if (trees_dir(checkout) / key).is_dir():
+            targets.append((key, trees_dir(checkout) / key))
+        if not targets:
+            known = [p.name for p in trees_dir(checkout).glob("*")] + ([current] if current else [])
+            raise TorchbuildError(f"no build tree for configuration '{key}'",
+                                  f"known: {', '.join(sorted(known)) or 'none'}")
+    elif build.exists():
+        targets.append((current or "build", build))
+    for what, path in targets:
+        size = tree_size(path)
+        shutil.rmtree(path)
+        removed.append((f"{what} ({path})", size))
+    return removed
+

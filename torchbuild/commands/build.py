@@ -1,0 +1,34 @@
+"""`inv build` and `inv clean`."""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+from .. import build as b
+from .. import console as _console
+from ..config import Config
+
+
+def build(cfg: Config, debug: bool = False, rel_with_deb_info: bool = False, wheel: bool = False,
+          clean: bool = False, sets: Sequence[str] = (), env_name: str | None = None, force: bool = False,
+          dry_run: bool = False, verbose: bool = False, dist: str | None = None, rerun: bool = False) -> int:
+    """Build the checkout for the selected Python and CUDA; incremental, one tree per configuration."""
+    request = b.BuildRequest.resolve(cfg, debug=debug, rel_with_deb_info=rel_with_deb_info, sets=sets,
+                                     env_name=env_name, wheel=wheel, clean=clean, force=force, dry_run=dry_run,
+                                     verbose=verbose, dist=dist, rerun=rerun)
+    b.report(b.build(cfg, request, os.environ))
+    return 0
+
+
+def clean(cfg: Config, all_trees: bool = False, config: str | None = None) -> int:
+    """Remove build trees (never sources) and say what and how many bytes."""
+    con = _console.get()
+    removed = b.clean(cfg.source_path, all_trees, config)
+    if not removed:
+        con.info(f"no build tree in {cfg.source_path}: nothing to remove")
+    for what, size in removed:
+        con.info(f"removed {what}: {size / 1024 ** 2:.1f} MiB")
+    if removed:
+        con.ok(f"freed {sum(s for _, s in removed) / 1024 ** 2:.1f} MiB")
+    return 0

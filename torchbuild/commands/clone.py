@@ -1,0 +1,51 @@
+"""`inv clone` and `inv sync`."""
+
+from __future__ import annotations
+
+from .. import console as _console
+from .. import git, patches
+from ..config import Config
+from ..errors import TorchbuildError, UnsafeToProceed
+from . import rel
+
+
+def clone(cfg: Config, dry_run: bool = False, force_skip: bool = False) -> int:
+    """Clone (or finish cloning) the source with all nested submodules."""
+    gitrun, cache = git.tools(cfg, dry_run)
+    dest = cfg.source_path
+    ref = f" at {cfg.source.ref}" if cfg.source.ref else ""
+    with _console.get().timed(f"clone {cfg.source.url}{ref} into {rel(cfg, dest)}"):
+        report = git.clone_source(gitrun, cache, cfg.source.url, dest, cfg.source.ref, superproject=cfg.root)
+        finish(report, force_skip, "clone", dry_run)
+    if not dry_run:
+        patches.auto_apply(cfg, dest)
+    return 0
+
+
+def sync(cfg: Config, dry_run: bool = False, force_skip: bool = False) -> int:
+    """Sync submodule urls and update every submodule to its recorded commit, never clobbering work."""
+    dest = cfg.source_path
+    if not (dest / ".git").exists():
+        raise TorchbuildError(f"there is no checkout at {dest}", "run `inv clone` first")
+    gitrun, cache = git.tools(cfg, dry_run)
+    with _console.get().timed(f"sync submodules of {rel(cfg, dest)}"):
+        report = git.update_tree(gitrun, cache, dest)
+        finish(report, force_skip, "sync", dry_run)
+    return 0
+
+
+def finish(report: git.Report, force_skip: bool, verb: str, dry_run: bool = False) -> None:
+    """Print what changed; refuse (exit 3) when submodules holding work were left alone."""
+    con = _console.get()
+    for line in report.changed:
+        con.info(f"  {line}")
+    if not report.changed and not report.skipped:
+        con.info(f"complete: {report.checked} submodule(s) at their recorded commits, nothing to do")
+    else:
+        con.info(f"{report.checked} submodule(s) checked, {len(report.changed)} to change" if dry_run else
+                 f"{report.checked} submodule(s) checked, {len(report.changed)} changed, "
+                 f"{len(report.skipped)} left as they are")
+    if report.skipped and not force_skip:
+        raise UnsafeToProceed(f"{len(report.skipped)} submodule(s) hold work and were left as they are",
+                              f"commit or stash that work and run `inv {verb}` again, "
+                              f"or `inv {verb} --force-skip` to accept")

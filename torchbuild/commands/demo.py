@@ -1,0 +1,39 @@
+"""`inv demo`: the whole job on the embedded demo upstream."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from pathlib import Path
+
+from .. import build as b
+from .. import console as _console
+from ..config import Config
+from ..demo import make_upstream
+from ..run import run
+from .clone import clone, sync
+
+
+def demo(cfg: Config, path: str | None = None) -> int:
+    """Clone, sync, patch, build and import-check the demo upstream."""
+    con = _console.get()
+    base = Path(path).resolve() if path else cfg.cache_root / "demo"
+    if base.exists():
+        shutil.rmtree(base / "upstream", ignore_errors=True)
+        shutil.rmtree(base / "checkout", ignore_errors=True)
+    with con.timed(f"make the demo upstream in {base / 'upstream'}"):
+        upstream = make_upstream(base / "upstream")
+    source = dataclasses.replace(cfg.source, url=upstream.url("pytorch"), ref=None, path=str(base / "checkout"))
+    demo_build = dataclasses.replace(cfg.build, min_free_gb=min(cfg.build.min_free_gb, 1.0))
+    demo_cfg = dataclasses.replace(cfg, source=source, build=demo_build)
+    clone(demo_cfg)
+    sync(demo_cfg)
+    outcome = b.build(demo_cfg, b.BuildRequest.resolve(demo_cfg), os.environ)
+    b.report(outcome)
+    python = str(outcome.plan.env.python)
+    with con.timed("import check: python -c 'import minitorch; print(minitorch.checksum())'"):
+        out = run([python, "-c", "import minitorch; print(minitorch.checksum(), minitorch.cuda_compiled())"],
+                  capture=True, cwd=base).stdout.split()
+    con.ok(f"minitorch imports from {demo_cfg.source_path}: checksum {out[0]}, CUDA kernel built: {out[1]}")
+    return 0
