@@ -29,6 +29,8 @@ def main(root: Path, command: str, flags: Mapping[str, Any] | None = None, verbo
         from . import config
 
         cfg = config.load(root, env, flags)
+        console.add_secrets([env.get(cfg.cache.password_env), *console.secret_values(env),
+                             *console.secret_values(cfg.build.env)])
         module, _, function = command.partition(".")
         code = getattr(importlib.import_module(f"torchbuild.commands.{module}"), function)(cfg, **options)
     except KeyboardInterrupt:

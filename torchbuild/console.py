@@ -9,13 +9,42 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import time
-from typing import IO, Iterator, Mapping
+from typing import IO, Iterable, Iterator, Mapping
 
 from colorama import Fore, Style
 
 PREFIX = "tb>"
+
+# ----------------------------------------------------------------------------- the secret masker
+# Every line torchbuild shows or writes (terminal, logs, summaries, records, lock files) passes
+# through `mask`: the user:password part of any url, and every registered secret value, become ***.
+
+CREDENTIALS = re.compile(r"([A-Za-z][\w+.-]*://)[^/@\s'\"]+@")
+SECRET_NAME = re.compile(r"(TOKEN|PASSWORD|PASSWD|SECRET|API_KEY|ACCESS_KEY)$", re.IGNORECASE)
+_secrets: set[str] = set()
+
+
+def add_secrets(values: Iterable[str | None]) -> None:
+    """Values to hide wherever they appear (too-short values would hide ordinary text: ignored)."""
+    _secrets.update(v for v in values if v and len(v) >= 4)
+
+
+def secret_values(variables: Mapping[str, str]) -> list[str]:
+    """The values of variables whose names say they hold a secret (*_TOKEN, *_PASSWORD, ...)."""
+    return [value for name, value in variables.items() if SECRET_NAME.search(name)]
+
+
+def mask(text: str) -> str:
+    """`text` with url credentials and registered secrets replaced by ***."""
+    text = CREDENTIALS.sub(r"\1***@", text)
+    for secret in sorted(_secrets, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, "***")
+    return text
+
 
 _RESET = Style.RESET_ALL
 _STYLES = {
@@ -51,7 +80,7 @@ class Console:
 
     def _write(self, line: str) -> None:
         self.clear_progress()
-        self.stream.write(line + "\n")
+        self.stream.write(mask(line) + "\n")
         self.stream.flush()
 
     def step(self, message: str) -> None:
@@ -82,21 +111,21 @@ class Console:
     def result(self, line: str = "") -> None:
         """Program output proper (tables, export lines): stdout, unstyled."""
         self.clear_progress()
-        self.out.write(line + "\n")
+        self.out.write(mask(line) + "\n")
         self.out.flush()
 
     def progress(self, text: str) -> None:
         """One line rewritten in place on a terminal; at most every 10 s otherwise."""
         if self.tty:
             width = 120
-            self.stream.write("\r\x1b[2K" + f"{PREFIX} {text}"[:width])
+            self.stream.write("\r\x1b[2K" + mask(f"{PREFIX} {text}")[:width])
             self.stream.flush()
             self._progress_shown = True
             return
         now = time.monotonic()
         if now - self._last_plain_progress >= 10:
             self._last_plain_progress = now
-            self.stream.write(f"{PREFIX} {text}\n")
+            self.stream.write(mask(f"{PREFIX} {text}") + "\n")
             self.stream.flush()
 
     def clear_progress(self) -> None:

@@ -38,7 +38,11 @@ class CommandError(TorchbuildError):
 
 
 class GitError(TorchbuildError):
-    """A git operation failed for a reason torchbuild can name."""
+    """A git operation failed for a reason torchbuild can name (git's output kept for diagnosis)."""
+
+    def __init__(self, message: str, hint: str | None = None, output: str = "") -> None:
+        super().__init__(message, hint)
+        self.output = output
 
 
 class UnsafeToProceed(TorchbuildError):

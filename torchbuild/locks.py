@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 from . import console as _console
-from .run import mask
+from .console import mask
 
 
 @contextlib.contextmanager

@@ -20,6 +20,7 @@ from typing import Mapping
 from . import console as _console
 from .build import BuildRequest, build, report
 from .config import Config
+from .console import mask
 from .errors import TorchbuildError
 from .run import run
 
@@ -150,7 +151,7 @@ def write_summary(path: Path, record: SessionRecord) -> None:
     others = [r for r in read_summary_file(path) if r.session != record.session]
     data = {"sessions": [dataclasses.asdict(r) for r in [*others, record]]}
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.write_text(mask(json.dumps(data, indent=2)) + "\n")
     tmp.replace(path)
 
 

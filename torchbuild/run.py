@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import os
-import re
 import shlex
 import shutil
 import signal
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import IO, Callable, Mapping, Sequence
 
 from . import console as _console
+from .console import mask
 from .errors import CommandError, Interrupted, ToolNotFound
 
 EnvChanges = Mapping[str, "str | None"]
@@ -47,14 +47,6 @@ def merged_env(base: Mapping[str, str], changes: EnvChanges | None) -> dict[str,
         else:
             env[key] = value
     return env
-
-
-CREDENTIALS = re.compile(r"(\w+://)[^/@\s]+@")
-
-
-def mask(text: str) -> str:
-    """Hide the user:password part of URLs (remote cache, mirrors) in anything shown or logged."""
-    return CREDENTIALS.sub(r"\1***@", text)
 
 
 def describe_env(base: Mapping[str, str], changes: EnvChanges | None) -> list[str]:
@@ -238,7 +230,7 @@ def _emit(raw: bytes, tail: collections.deque[str], on_line: Callable[[str], Non
         return
     tail.append(line)
     if log is not None:
-        log.write(line + "\n")
+        log.write(mask(line) + "\n")
     if on_line is not None:
         on_line(line)
 

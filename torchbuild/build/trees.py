@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -20,6 +21,8 @@ from ..locks import locked
 
 MARKER = ".torchbuild.json"
 STATE = ".torchbuild"
+FOREIGN = "foreign-"  # a build/ torchbuild did not make, moved aside untouched
+KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+_-]*")
 
 # ----------------------------------------------------------------------------- build trees
 
@@ -46,12 +49,14 @@ def activate_tree(checkout: Path, key: str) -> str | None:
     stash.mkdir(parents=True, exist_ok=True)
     message = []
     if build.exists():
-        old = str(current["key"]) if current else f"unknown-{time.strftime('%Y%m%d-%H%M%S')}"
+        old = str(current["key"]) if current else f"{FOREIGN}{time.strftime('%Y%m%d-%H%M%S')}"
         target = stash / old
-        if target.exists():
+        if target.exists() and current:
             shutil.rmtree(target)
         os.replace(build, target)
-        message.append(f"kept the {old} tree in {target}")
+        message.append(f"kept the {old} tree in {target}" if current else
+                       f"build/ was not made by torchbuild: moved it, untouched, to {target} (to bring it back: "
+                       f"inv clean && mv {target} {build})")
     if (stash / key).exists():
         os.replace(stash / key, build)
         message.append(f"restored the {key} tree")
@@ -118,31 +123,30 @@ def tree_size(path: Path) -> int:
     return total
 
 
-def clean(checkout: Path, all_trees: bool = False, key: str | None = None) -> list[tuple[str, int]]:
-    """Remove build trees (never sources): the current one, `key`'s, or all. Returns (what, bytes)."""
-    removed = []
+def clean(checkout: Path, all_trees: bool = False, key: str | None = None) -> tuple[list[tuple[str, int]], list[Path]]:
+    """Remove build trees torchbuild made (never sources, never a tree without its marker): the
+    current one, `key`'s, or all. Returns ((what, bytes) removed, foreign trees kept)."""
+    if key is not None and (not KEY_RE.fullmatch(key) or ".." in key):
+        raise TorchbuildError(f"--config '{key}' is not a configuration name (like py3.12-cpu-release)",
+                              "run `inv clean --all`, or pass a name from .torchbuild/trees/")
     build = checkout / "build"
-    marker = read_marker(build) if build.exists() else None
-    current = str(marker["key"]) if marker else ("build" if build.exists() else None)
-    targets: list[tuple[str, Path]] = []
-    if all_trees:
-        if build.exists():
-            targets.append((current or "build", build))
-        targets += [(p.name, p) for p in sorted(trees_dir(checkout).glob("*")) if p.is_dir()]
-    elif key:
-        if current == key:
-            targets.append((key, build))
-        if (trees_dir(checkout) / key).is_dir():
-            targets.append((key, trees_dir(checkout) / key))
-        if not targets:
-            known = [p.name for p in trees_dir(checkout).glob("*")] + ([current] if current else [])
-            raise TorchbuildError(f"no build tree for configuration '{key}'",
-                                  f"known: {', '.join(sorted(known)) or 'none'}")
-    elif build.exists():
-        targets.append((current or "build", build))
-    for what, path in targets:
-        size = tree_size(path)
-        shutil.rmtree(path)
-        removed.append((f"{what} ({path})", size))
-    return removed
-
+    trees = [build] if build.is_dir() else []
+    trees += sorted(p for p in trees_dir(checkout).glob("*") if p.is_dir() and not p.is_symlink())
+    removed, kept = [], []
+    with build_lock(checkout):
+        for tree in trees:
+            marker = read_marker(tree)
+            name = str(marker["key"]) if marker else tree.name
+            wanted = all_trees or (name == key if key else tree == build)
+            if not wanted:
+                continue
+            if marker is None:
+                kept.append(tree)
+                continue
+            size = tree_size(tree)
+            shutil.rmtree(tree)
+            removed.append((f"{name} ({tree})", size))
+    if key and not removed:
+        known = sorted(str(m["key"]) for tree in trees if (m := read_marker(tree)))
+        raise TorchbuildError(f"no build tree for configuration '{key}'", f"known: {', '.join(known) or 'none'}")
+    return removed, kept

@@ -24,9 +24,11 @@ def build(cfg: Config, debug: bool = False, rel_with_deb_info: bool = False, whe
 def clean(cfg: Config, all_trees: bool = False, config: str | None = None) -> int:
     """Remove build trees (never sources) and say what and how many bytes."""
     con = _console.get()
-    removed = b.clean(cfg.source_path, all_trees, config)
+    removed, kept = b.clean(cfg.source_path, all_trees, config)
+    for tree in kept:
+        con.warn(f"kept {tree}: torchbuild did not make it (remove it yourself if you no longer need it)")
     if not removed:
-        con.info(f"no build tree in {cfg.source_path}: nothing to remove")
+        con.info(f"no build tree of torchbuild's in {cfg.source_path}: nothing to remove")
     for what, size in removed:
         con.info(f"removed {what}: {size / 1024 ** 2:.1f} MiB")
     if removed:

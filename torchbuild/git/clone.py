@@ -4,7 +4,6 @@ ref without losing work, and `clone_source`, which finishes whatever an earlier 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -14,7 +13,7 @@ from .. import console as _console
 from ..errors import CommandError, GitError, UnsafeToProceed
 from ..run import Result
 from .core import SHA_RE, Git, changed_files, head, is_local, local_commits, origin_url, same_url
-from .mirror import MirrorCache
+from .mirror import MirrorCache, through
 from .submodules import Entry, Report, _clear_interrupted, _own_toplevel, _update_level, read_entries, update_tree
 
 
@@ -108,11 +107,6 @@ def _fresh_clone(git: Git, cache: MirrorCache | None, url: str, dest: Path, ref:
     if partial.exists() and not opts.dry_run:
         con.info(f"removing the unfinished clone {partial} left by an interrupted run")
         shutil.rmtree(partial)
-    mirrors: dict[str, Path] = {}
-    if cache is not None and opts.depth is None:
-        mirror = cache.ensure(url)
-        if mirror is not None:
-            mirrors[url] = mirror
     args = ["clone", "--no-checkout", "--progress"]
     if opts.depth:
         args += ["--depth", str(opts.depth)]
@@ -127,12 +121,11 @@ def _fresh_clone(git: Git, cache: MirrorCache | None, url: str, dest: Path, ref:
     if not opts.dry_run:
         dest.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with (cache.rules(mirrors) if cache else contextlib.nullcontext(None)) as include:
-            def step() -> Result:
-                if partial.exists():
-                    shutil.rmtree(partial)
-                return git.act(args, include=include, allow_file=is_local(url), on_line=progress)
-            git.network("clone", url, step)
+        def step(include: Path | None) -> Result:
+            if partial.exists():
+                shutil.rmtree(partial)
+            return git.act(args, include=include, allow_file=is_local(url), on_line=progress)
+        through(git, cache if opts.depth is None else None, {url: None}, "clone", url, step)
         con.clear_progress()
         if opts.dry_run:
             if ref:
@@ -166,12 +159,7 @@ def move_to_ref(git: Git, cache: MirrorCache | None, repo: Path, url: str, ref: 
     if detached and local_commits(git, repo):
         raise UnsafeToProceed(f"{repo} has commits on a detached HEAD that no branch holds; not switching to '{ref}'",
                               f"keep them on a branch first (cd {repo} && git branch keep-my-work)")
-    mirrors: dict[str, Path] = {}
-    if cache is not None and git.options.depth is None:
-        mirror = cache.ensure(url)
-        if mirror is not None:
-            mirrors[url] = mirror
-    with (cache.rules(mirrors) if cache else contextlib.nullcontext(None)) as include:
-        git.network("fetch", url, lambda: git.act(["fetch", "--quiet", "--tags", "origin"], repo, include=include,
-                                                   allow_file=is_local(url)))
+    through(git, cache if git.options.depth is None else None, {url: None}, "fetch", url,
+            lambda include: git.act(["fetch", "--quiet", "--tags", "origin"], repo, include=include,
+                                    allow_file=is_local(url)))
     checkout_ref(git, repo, ref, git.options.depth)

@@ -123,7 +123,8 @@ class Git:
                     via = f" through mirror rule {rule} ({target})" if prefix else ""
                     hint = ("check the mirror (mirrors.git in torchbuild.yaml) and your network" if prefix
                             else "check the url and your network, or add a mirror under mirrors.git in torchbuild.yaml")
-                    raise GitError(f"cannot {what} {url}{via} after {attempts} attempt(s): {reason}", hint) from None
+                    raise GitError(f"cannot {what} {url}{via} after {attempts} attempt(s): {reason}", hint,
+                                   exc.output) from None
                 _console.get().warn(f"{what} {url} failed (attempt {attempt}/{attempts}): {reason}; "
                                     f"retrying in {delay:g}s")
                 time.sleep(delay)

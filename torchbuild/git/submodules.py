@@ -5,10 +5,8 @@ local commits is never touched.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -17,7 +15,7 @@ from .. import console as _console
 from ..errors import GitError
 from ..run import Result
 from .core import PATCH_BASE_REF, Git, changed_files, head, is_local, local_commits, origin_url, resolve_url, same_url
-from .mirror import MirrorCache
+from .mirror import MirrorCache, through
 
 
 @dataclass(frozen=True)
@@ -245,19 +243,6 @@ def _update_level(git: Git, cache: MirrorCache | None, repo: Path, entries: Sequ
     git.act(["submodule", "init", "--", *[e.path for e in entries]], repo, echo=False)
     urls = configured_urls(git, repo)
     wanted = {urls.get(e.name, e.url): e.recorded for e in entries}
-    mirrors: dict[str, Path] = {}
-    if cache is not None:
-        done = 0
-
-        def ensure(item: tuple[str, str]) -> tuple[str, Path | None]:
-            return item[0], cache.ensure(item[0], item[1])
-
-        with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
-            for url, mirror in pool.map(ensure, wanted.items()):
-                done += 1
-                con.progress(f"mirrors {done}/{len(wanted)}")
-                if mirror is not None:
-                    mirrors[url] = mirror
     args = ["submodule", "update", "--init", "--jobs", str(opts.jobs)]
     if opts.shallow_submodules:
         args += ["--depth", "1"]
@@ -274,15 +259,14 @@ def _update_level(git: Git, cache: MirrorCache | None, repo: Path, entries: Sequ
 
     first_url = next(iter(wanted), str(repo))
     allow_file = any(is_local(u) for u in wanted)
-    with (cache.rules(mirrors) if cache else contextlib.nullcontext(None)) as include:
-        def step() -> Result:
-            return git.act(args, repo, include=include, allow_file=allow_file, on_line=progress)
-        try:
-            git.network("fetch submodules of", str(repo), step)
-        except GitError as exc:
-            failed = _failed_url(exc.message) or first_url
-            raise GitError(exc.message.replace(f"fetch submodules of {repo}", f"fetch submodule {failed}"),
-                           exc.hint) from None
+    def step(include: Path | None) -> Result:
+        return git.act(args, repo, include=include, allow_file=allow_file, on_line=progress)
+    try:
+        through(git, cache, dict(wanted), "fetch submodules of", str(repo), step)
+    except GitError as exc:
+        failed = _failed_url(exc.message) or first_url
+        raise GitError(exc.message.replace(f"fetch submodules of {repo}", f"fetch submodule {failed}"),
+                       exc.hint, exc.output) from None
     con.clear_progress()
 
 

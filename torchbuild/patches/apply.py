@@ -211,13 +211,21 @@ def _apply_repo(git: Git, rp: RepoPlan) -> None:
             raise _does_not_apply(p, rp, exc.output) from None
 
 
+def git_cause(output: str) -> str:
+    """git's own reason from `git am` output, not its advice (hint:, "git am --abort", "When you have")."""
+    advice = ("hint:", "When you have", "If you prefer", "To restore", "Use 'git am", "Patch failed at", "Applying:")
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip() and not ln.strip().startswith(advice)]
+    errors = [ln for ln in lines if ln.startswith(("error:", "fatal:"))]
+    return (errors or lines or ["git gave no reason"])[0]
+
+
 def _does_not_apply(p: Patch, rp: RepoPlan, output: str) -> PatchError:
     failed = re.search(r"patch failed: (.+):(\d+)", output)
     where = f": {failed.group(1)} (hunk at line {failed.group(2)})" if failed else ""
     if not failed:
         missing = re.search(r"error: (.+): (does not exist in index|No such file or directory|already exists[^\n]*)",
                             output)
-        where = f": {missing.group(1)} ({missing.group(2)})" if missing else f": {output.strip().splitlines()[-1]}"
+        where = f": {missing.group(1)} ({missing.group(2)})" if missing else f": {git_cause(output)}"
     target = rp.target or rp.repo.name
     return PatchError(f"patch {p.label} does not apply to {target}{where}; the tree was restored as it was",
                       f"refresh the patch against the current ref, or try `git am --3way {p.path}` in "

@@ -18,6 +18,7 @@ from .series import (
     load_patches,
     read_series,
     ref_sha,
+    submodules,
 )
 
 
@@ -105,9 +106,5 @@ def export(git: Git, checkout: Path, patches_dir: Path, since: str | None = None
 
 def _patched_submodules(git: Git, checkout: Path, known: set[str]) -> list[str]:
     """Submodules (any depth) that carry a torchbuild patch base but are not in the series yet."""
-    out = git.query(["submodule", "foreach", "--quiet", "--recursive", "echo $displaypath"], checkout).stdout
-    found = []
-    for path in out.split():
-        if path not in known and ref_sha(git, checkout / path, BASE_REF) is not None:
-            found.append(path)
-    return found
+    return sorted(path for path in submodules(git, checkout)
+                  if path not in known and ref_sha(git, checkout / path, BASE_REF) is not None)

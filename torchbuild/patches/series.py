@@ -47,8 +47,35 @@ def parse_series(text: str, where: str = "series") -> list[SeriesEntry]:
         if not name or " " in name:
             raise PatchError(f"{where}:{number}: cannot read '{raw.strip()}'",
                              "write one patch file a line, or `sub/path: file.patch` for a submodule")
+        if leaves(name):
+            raise PatchError(f"{where}:{number}: '{name}' leaves the patches folder",
+                             "name a patch file inside the patches folder (no '..', no absolute path)")
+        if leaves(target):
+            raise PatchError(f"{where}:{number}: '{target}' leaves the checkout",
+                             "name a submodule path inside the checkout (no '..', no absolute path)")
         entries.append(SeriesEntry(target, name, number))
     return entries
+
+
+def leaves(path: str) -> bool:
+    """Whether a relative path from input climbs out of its folder (absolute, or a '..' part)."""
+    return path.startswith(("/", "\\", "~")) or ".." in path.replace("\\", "/").split("/")
+
+
+def with_git_headers(text: str) -> str:
+    """A plain unified diff (`--- a/f`, `+++ b/f`, no `diff --git`) with the header git needs added."""
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        m = re.match(r"^--- (?:a/(\S+)|/dev/null)", line)
+        n = re.match(r"^\+\+\+ (?:b/(\S+)|/dev/null)", nxt)
+        git_header = any(ln.startswith("diff --git ") for ln in out[-4:])
+        if m and n and not git_header and (m.group(1) or n.group(1)):
+            name = m.group(1) or n.group(1)
+            out.append(f"diff --git a/{name} b/{name}\n")
+        out.append(line)
+    return "".join(out)
 
 
 def touched_files(text: str) -> list[str]:
@@ -103,7 +130,9 @@ def load_patches(git: Git, checkout: Path, patches_dir: Path) -> list[Patch]:
     """Read and check every patch the series names, before anything is changed."""
     patches = []
     series = patches_dir / "series"
-    for entry in read_series(patches_dir):
+    entries = read_series(patches_dir)
+    subs = submodules(git, checkout) if any(e.target for e in entries) else set()
+    for entry in entries:
         where = f"{series}:{entry.line}"
         path = patches_dir / entry.name
         if not path.is_file():
@@ -113,18 +142,29 @@ def load_patches(git: Git, checkout: Path, patches_dir: Path) -> list[Patch]:
             text = path.read_text()
         except UnicodeDecodeError:
             raise PatchError(f"{where}: {path} is not a text patch", REGENERATE) from None
+        text = with_git_headers(text)
         files = touched_files(text)
         if not text.strip() or not files:
             what = "empty" if not text.strip() else "not a patch (no diff headers)"
             raise PatchError(f"{where}: {path} is {what}", REGENERATE)
-        if entry.target and not (checkout / entry.target / ".git").exists():
+        outside = [f for f in files if leaves(f)]
+        if outside:
+            raise PatchError(f"{where}: {path} writes outside its repo ({outside[0]})",
+                             "a patch may only change files inside the repo it applies to")
+        if entry.target and entry.target not in subs:
             raise PatchError(f"{where}: {entry.target} is not a submodule checkout in {checkout}",
-                             "fix the path before the colon, or run `inv clone`/`inv sync` first")
+                             "use a path `git submodule status --recursive` lists, or run `inv sync` first")
         patch_id = _patch_ids(git, checkout, text)
         if not patch_id:
             raise PatchError(f"{where}: {path} holds no change git can read", REGENERATE)
         patches.append(Patch(entry, path, text, patch_id[0], tuple(files)))
     return patches
+
+
+def submodules(git: Git, checkout: Path) -> set[str]:
+    """Paths of every checked-out submodule of `checkout`, at any depth."""
+    out = git.query(["submodule", "foreach", "--quiet", "--recursive", "echo $displaypath"], checkout).stdout
+    return set(out.split())
 
 
 def _patch_ids(git: Git, repo: Path, text: str) -> list[str]:
