@@ -236,3 +236,23 @@ def test_two_builds_at_once_take_turns(demo):
     assert second.returncode == 0, err2
     assert "another build is running" in err2 and "waiting for it to finish" in err2
     assert run_python("import minitorch; print(minitorch.checksum())", demo.parent) == "1144625"
+
+
+def test_own_build_dir_is_kept_and_each_build_leaves_a_record(demo):
+    import json
+
+    own = demo / "build"
+    own.mkdir()
+    (own / "mine.txt").write_text("keep")
+    first = build(demo, "--cuda", "none")
+    assert "build/ was not made by torchbuild: moved it, untouched, to" in first.stderr
+    moved = next((demo / ".torchbuild/trees").glob("foreign-*"))
+    assert (moved / "mine.txt").read_text() == "keep"
+    record = json.loads(inv("build", "--path", str(demo), "--record", check=True).stdout)
+    assert record["commit"] == git(demo, "rev-parse", "HEAD") and record["result"] == "ok"
+    assert record["config"].endswith("-cpu-release") and record["MAX_JOBS"]
+    assert record["tools"]["cmake"]["version"].startswith("cmake version")
+    assert any(p.lower().startswith("setuptools==") for p in record["packages"])
+    cleaned = inv("clean", "--path", str(demo), "--all", check=True)
+    assert "torchbuild did not make it" in cleaned.stderr and (moved / "mine.txt").exists()
+    assert not (demo / "build").exists()

@@ -85,7 +85,8 @@ class MirrorsConfig:
 
 @dataclass(frozen=True)
 class GitConfig:
-    jobs: int | None = _spec(None, "int?", "parallel submodule fetches (default: 4 x cores, at most 16)", min=1)
+    jobs: int | None = _spec(None, "int?", "parallel submodule fetches (default: 4 x cores, at most 16)", min=1,
+                             max=256)
     depth: int | None = _spec(None, "int?", "shallow clone depth", min=1)
     shallow_submodules: bool = _spec(False, "bool", "clone submodules with depth 1")
     cache: bool = _spec(True, "bool", "keep bare mirrors in the cache dir and clone from them")
@@ -337,6 +338,9 @@ def _coerce(f: dataclasses.Field[Any], value: Any, where: str, from_text: bool) 
         if "min" in f.metadata and number < f.metadata["min"]:
             raise ConfigError(f"{where}: must be at least {f.metadata['min']}, got {number}",
                               f"use a value ≥ {f.metadata['min']}")
+        if "max" in f.metadata and number > f.metadata["max"]:
+            raise ConfigError(f"{where}: must be at most {f.metadata['max']}, got {number}",
+                              f"use a value ≤ {f.metadata['max']}")
         return number
     if kind == "bool":
         if isinstance(value, bool):

@@ -8,6 +8,7 @@ the env's own pip.conf / .condarc, never into the user's files.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ from typing import Mapping, Sequence
 from . import console as _console
 from .config import Config
 from .errors import CommandError, TorchbuildError
+from .locks import locked
 from .run import run
 from .toolchain import search_path
 from .toolchain.python import Python
@@ -81,12 +83,17 @@ def envs_dir(cfg: Config) -> Path:
     return (cfg.root / cfg.paths.envs).resolve()
 
 
-def named(cfg: Config, name: str) -> Path:
-    """The prefix of the managed env `name`; an error naming the known envs when there is none."""
+def check_name(name: str) -> str:
+    """An env name is a plain folder name inside the envs dir: no '/', no '..'."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*", name) or ".." in name:
         raise TorchbuildError(f"env name '{name}' is not a plain name (letters, digits, '.', '_', '+', '-'; "
-                              "no '/' or '..')", "pass the name `inv env.list` shows")
-    prefix = envs_dir(cfg) / name
+                              "no '/' or '..')", "pass a name like py3.12 (`inv env.list` shows them)")
+    return name
+
+
+def named(cfg: Config, name: str) -> Path:
+    """The prefix of the managed env `name`; an error naming the known envs when there is none."""
+    prefix = envs_dir(cfg) / check_name(name)
     if read(prefix) is None and not prefix.exists():
         known = ", ".join(p.name for p, _ in list_envs(cfg)) or "none"
         raise TorchbuildError(f"there is no managed env '{name}' (envs: {known})",
@@ -210,17 +217,27 @@ def create(cfg: Config, python: Python, name: str | None = None, backend: str = 
            dry_run: bool = False) -> Env:
     """Make (or verify) the env; a second call with the same inputs installs nothing."""
     env = os.environ if env is None else env
-    con = _console.get()
     if backend not in BACKENDS:
         raise TorchbuildError(f"unknown backend '{backend}'", f"use one of {', '.join(BACKENDS)}")
     if python.problem:
         raise TorchbuildError(f"Python {python.path} cannot be used: {python.problem}", "choose another with --python")
     exe = backend_exe(backend, env)
-    name = name or default_name(python.version, backend)
+    name = check_name(name or default_name(python.version, backend))
     prefix = envs_dir(cfg) / name
     reqs = requirements(checkout, python.version)
     conda_pkgs = _conda_packages(checkout, cuda) if backend in ("conda", "mamba", "micromamba") else []
     stamp = expected_stamp(cfg, backend, python.version, checkout, cuda)
+    if not dry_run:
+        _check_writable(prefix.parent)
+    lock = contextlib.nullcontext() if dry_run else \
+        locked(prefix.parent / f".{name}.lock", f"creating env {name}", f"another torchbuild is creating env {name}")
+    with lock:  # two creations of one env take turns; the second finds it made
+        return _create(cfg, python, name, backend, exe, prefix, reqs, conda_pkgs, stamp, dry_run)
+
+
+def _create(cfg: Config, python: Python, name: str, backend: str, exe: str, prefix: Path, reqs: list[str],
+            conda_pkgs: list[str], stamp: str, dry_run: bool) -> Env:
+    con = _console.get()
     existing = read(prefix)
     if existing and existing.stamp == stamp and existing.python.exists():
         con.info(f"env {name} ({prefix}) is up to date: nothing to install")
@@ -232,7 +249,6 @@ def create(cfg: Config, python: Python, name: str | None = None, backend: str = 
         why = "was left unfinished by a failed run" if existing is None else "is out of date"
         con.info(f"env {name} {why}: making it again")
         shutil.rmtree(prefix)
-    _check_writable(prefix.parent)
     try:
         with con.timed(f"create env {name} with Python {python.version} ({backend})"):
             py = _make(backend, exe, python, prefix, cfg, reqs, conda_pkgs)

@@ -19,6 +19,7 @@ from .. import console as _console
 from ..errors import CommandError, TorchbuildError
 from ..progress import Tracker
 from ..run import format_command, run
+from . import record
 from .plan import Plan
 from .request import BuildRequest
 from .trees import activate_tree, build_lock, configure_changes, exclude_state, read_marker, remove_tree, write_marker
@@ -109,9 +110,12 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                 con.error(f"the build of {plan.key} failed; the first error:")
                 for line in report:
                     con.info(f"  | {line}")
+                written = record.write(plan, base_env, time.monotonic() - start, "failed", exc.returncode)
                 raise TorchbuildError(f"the build of {plan.key} failed (exit {exc.returncode}); full log: {plan.log}",
-                                      "fix the error above, then run `inv build` again (it resumes)") from None
+                                      f"fix the error above, then run `inv build` again (it resumes); what produced "
+                                      f"it, for a bug report: {written} (`inv build --record`)") from None
         con.clear_progress()
+        record.write(plan, base_env, time.monotonic() - start, "ok", 0)
         write_marker(build, plan.key, plan.configure, None if plan.wheel else stamp)
     result.seconds = time.monotonic() - start
     result.compiles = tracker.compiles

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..config import Config, OriginKind
+from ..console import add_secrets, secret_values
 from ..errors import TorchbuildError
 
 
@@ -53,4 +54,5 @@ def parse_sets(sets: Sequence[str]) -> list[tuple[str, str]]:
         if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             raise TorchbuildError(f"--set takes KEY=VALUE, got '{item}'", "e.g. --set USE_DISTRIBUTED=0")
         out.append((key, value))
+    add_secrets(secret_values(dict(out)))
     return out

@@ -7,17 +7,32 @@ from typing import Sequence
 
 from .. import build as b
 from .. import console as _console
+from ..build import record
 from ..config import Config
+from ..errors import TorchbuildError
 
 
 def build(cfg: Config, debug: bool = False, rel_with_deb_info: bool = False, wheel: bool = False,
           clean: bool = False, sets: Sequence[str] = (), env_name: str | None = None, force: bool = False,
-          dry_run: bool = False, verbose: bool = False, dist: str | None = None, rerun: bool = False) -> int:
+          dry_run: bool = False, verbose: bool = False, dist: str | None = None, rerun: bool = False,
+          show_record: bool = False) -> int:
     """Build the checkout for the selected Python and CUDA; incremental, one tree per configuration."""
+    if show_record:
+        return print_record(cfg)
     request = b.BuildRequest.resolve(cfg, debug=debug, rel_with_deb_info=rel_with_deb_info, sets=sets,
                                      env_name=env_name, wheel=wheel, clean=clean, force=force, dry_run=dry_run,
                                      verbose=verbose, dist=dist, rerun=rerun)
     b.report(b.build(cfg, request, os.environ))
+    return 0
+
+
+def print_record(cfg: Config) -> int:
+    """Print the record of the newest build (what produced it), for pasting into a bug report."""
+    newest = record.latest(cfg.root / cfg.paths.logs)
+    if newest is None:
+        raise TorchbuildError(f"no build record in {cfg.root / cfg.paths.logs}", "run `inv build` first")
+    _console.get().info(f"record: {newest}")
+    _console.get().result(newest.read_text().rstrip())
     return 0
 
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 from .. import console as _console
 from .. import git, patches
 from ..config import Config
 from ..errors import TorchbuildError, UnsafeToProceed
+from ..locks import locked
 from . import rel
 
 
@@ -14,7 +18,8 @@ def clone(cfg: Config, dry_run: bool = False, force_skip: bool = False) -> int:
     gitrun, cache = git.tools(cfg, dry_run)
     dest = cfg.source_path
     ref = f" at {cfg.source.ref}" if cfg.source.ref else ""
-    with _console.get().timed(f"clone {cfg.source.url}{ref} into {rel(cfg, dest)}"):
+    with _console.get().timed(f"clone {cfg.source.url}{ref} into {rel(cfg, dest)}"), \
+            locked(checkout_lock(cfg, dest), f"cloning into {dest}", f"another torchbuild is cloning into {dest}"):
         report = git.clone_source(gitrun, cache, cfg.source.url, dest, cfg.source.ref, superproject=cfg.root)
         finish(report, force_skip, "clone", dry_run)
     if not dry_run:
@@ -28,10 +33,16 @@ def sync(cfg: Config, dry_run: bool = False, force_skip: bool = False) -> int:
     if not (dest / ".git").exists():
         raise TorchbuildError(f"there is no checkout at {dest}", "run `inv clone` first")
     gitrun, cache = git.tools(cfg, dry_run)
-    with _console.get().timed(f"sync submodules of {rel(cfg, dest)}"):
+    with _console.get().timed(f"sync submodules of {rel(cfg, dest)}"), \
+            locked(checkout_lock(cfg, dest), f"syncing {dest}", f"another torchbuild is cloning into {dest}"):
         report = git.update_tree(gitrun, cache, dest)
         finish(report, force_skip, "sync", dry_run)
     return 0
+
+
+def checkout_lock(cfg: Config, dest: Path) -> Path:
+    """The lock that makes clones and syncs of one checkout take turns (kept in the cache dir)."""
+    return cfg.cache_root / "locks" / f"{dest.name}-{hashlib.sha1(str(dest).encode()).hexdigest()[:10]}.lock"
 
 
 def finish(report: git.Report, force_skip: bool, verb: str, dry_run: bool = False) -> None:

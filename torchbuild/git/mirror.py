@@ -77,6 +77,8 @@ class MirrorCache:
         with locked(mirror.with_suffix(".lock"), f"updating the mirror of {url}"):
             if mirror.is_dir() and not (mirror / "HEAD").exists():
                 self._move_aside(url, "it was left half-made")
+            elif mirror.is_dir() and self.tips_missing(mirror):
+                self._move_aside(url, "objects its refs name are missing")
             if mirror.is_dir():
                 self.git.network("fetch", url, lambda: self.git.act(
                     ["fetch", "--prune", "--quiet", url, "+refs/*:refs/*"], mirror, echo=False,
@@ -97,6 +99,12 @@ class MirrorCache:
         if dest.exists():
             shutil.rmtree(dest)
         return self.git.act(["clone", "--mirror", "--quiet", url, str(dest)], allow_file=is_local(url), echo=False)
+
+    def tips_missing(self, mirror: Path) -> bool:
+        """Whether a ref of the mirror names an object it does not hold (a lost pack): cheap, refs only."""
+        tips = self.git.query(["for-each-ref", "--format=%(objectname)"], mirror, check=False).stdout
+        res = self.git.query(["cat-file", "--batch-check"], mirror, check=False, input=tips)
+        return res.returncode != 0 or " missing" in res.stdout
 
     def sound(self, mirror: Path) -> bool:
         """Whether every object the mirror's refs reach is there and readable."""

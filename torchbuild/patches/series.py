@@ -43,7 +43,7 @@ def parse_series(text: str, where: str = "series") -> list[SeriesEntry]:
         if not line:
             continue
         target, sep, name = line.rpartition(": ")
-        name, target = (name.strip(), target.strip().strip("/")) if sep else (line, "")
+        name, target = (name.strip(), target.strip().rstrip("/")) if sep else (line, "")
         if not name or " " in name:
             raise PatchError(f"{where}:{number}: cannot read '{raw.strip()}'",
                              "write one patch file a line, or `sub/path: file.patch` for a submodule")

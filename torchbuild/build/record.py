@@ -1,0 +1,84 @@
+"""The build record: exactly what produced a build, written next to its log, for bug reports.
+
+Like PyTorch's `collect_env` output, but of this build: the checkout's commit and the applied
+patches (by patch-id), the env's packages, cmake/ninja/compiler/nvcc versions and paths, the
+build environment (secrets masked), MAX_JOBS, the duration and the result.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Mapping
+
+from ..console import mask
+from ..run import merged_env, run
+from .plan import Plan
+
+SUFFIX = ".record.json"
+BASE_REF = "refs/torchbuild/base"
+
+
+def path_for(log: Path) -> Path:
+    return log.with_suffix(SUFFIX)
+
+
+def _out(argv: list[str], cwd: Path, env: Mapping[str, str] | None = None, stdin: str | None = None) -> str:
+    res = run(argv, cwd=cwd, capture=True, echo=False, check=False, base_env=env, input=stdin)
+    return res.stdout.strip() if res.returncode == 0 else ""
+
+
+def tool(name: str, env: Mapping[str, str], cwd: Path) -> dict[str, str] | None:
+    """{path, version} of a program as the build finds it on its PATH (None: not there)."""
+    program = shutil.which(name, path=env.get("PATH"))
+    if program is None:
+        return None
+    lines = (_out([program, "--version"], cwd) or "?").splitlines()
+    return {"path": program, "version": lines[-1] if name == "nvcc" else lines[0]}
+
+
+def patches_applied(checkout: Path) -> list[dict[str, str]]:
+    """The commits of the torchbuild patch series in the checkout, each with its subject and patch-id."""
+    if not _out(["git", "rev-parse", "--verify", "-q", BASE_REF], checkout):
+        return []
+    out = []
+    for commit in _out(["git", "rev-list", "--reverse", f"{BASE_REF}..HEAD"], checkout).split():
+        shown = _out(["git", "show", "--no-color", "--format=%s", commit], checkout)
+        patch_id = _out(["git", "patch-id", "--stable"], checkout, stdin=shown + "\n").split()[:1]
+        out.append({"commit": commit, "subject": shown.split("\n", 1)[0], "patch_id": "".join(patch_id)})
+    return out
+
+
+def write(plan: Plan, base_env: Mapping[str, str], seconds: float, result: str, exit_code: int) -> Path:
+    """Write the record of this build next to its log; returns its path."""
+    env = merged_env(base_env, plan.changes)
+    checkout = plan.checkout
+    compiler = (env.get("CXX") or "g++").split()[0]
+    record = {
+        "config": plan.key,
+        "result": result,
+        "exit_code": exit_code,
+        "seconds": round(seconds, 2),
+        "checkout": str(checkout),
+        "commit": _out(["git", "rev-parse", "HEAD"], checkout),
+        "patches": patches_applied(checkout),
+        "command": list(plan.command),
+        "MAX_JOBS": plan.changes.get("MAX_JOBS"),
+        "python": {"path": str(plan.env.python), "version": plan.env.version, "env": plan.env.reason},
+        "packages": _out([str(plan.env.python), "-m", "pip", "list", "--format=freeze",
+                          "--disable-pip-version-check"], checkout, env).splitlines(),
+        "tools": {name: tool(name, env, checkout) for name in ("cmake", "ninja", compiler, "nvcc")},
+        "environment": {k: v for k, v in sorted(plan.changes.items()) if v is not None},
+        "log": str(plan.log),
+    }
+    path = path_for(plan.log)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(mask(json.dumps(record, indent=2)) + "\n")
+    return path
+
+
+def latest(logs: Path) -> Path | None:
+    """The newest record under the logs folder."""
+    records = sorted(logs.glob(f"*/*{SUFFIX}"), key=lambda p: p.stat().st_mtime)
+    return records[-1] if records else None
