@@ -12,7 +12,7 @@ LAYERS = [
     {"errors", "console"},
     {"run", "locks"},
     {"config"},
-    {"toolchain", "compat", "progress"},
+    {"toolchain", "compat", "progress", "diagnose"},
     {"git"},
     {"patches", "envs", "demo"},
     {"build"},

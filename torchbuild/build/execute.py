@@ -11,16 +11,17 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Callable, Mapping
 
 from .. import console as _console
+from ..diagnose import Diagnosis, diagnose
 from ..errors import CommandError, TorchbuildError
 from ..progress import Tracker
 from ..run import format_command, run
 from . import record
-from .plan import Plan
+from .plan import Plan, affects_configure
 from .request import BuildRequest
 from .trees import activate_tree, build_lock, configure_changes, exclude_state, read_marker, remove_tree, write_marker
 
@@ -64,7 +65,7 @@ def parse_stats_log(text: str) -> tuple[int, int, int]:
 
 
 def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> BuildResult:
-    """Run the plan: lock, swap in the tree, build with progress and a log."""
+    """Run the plan: lock, swap in the tree, build with progress and a log; apply a known remedy once."""
     con = _console.get()
     checkout = plan.checkout
     start = time.monotonic()
@@ -78,6 +79,8 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
             con.info(swapped)
         build = checkout / "build"
         marker = read_marker(build) if build.exists() else None
+        remedies: dict[str, str] = dict(marker.get("remedies") or {}) if marker else {}  # type: ignore[call-overload]
+        plan = with_remedies(plan, remedies)
         changed = configure_changes(marker.get("configure") if marker else None, plan.configure)  # type: ignore[arg-type]
         if changed and (build / "CMakeCache.txt").exists():
             con.info("configuration changed, reconfiguring: " + "; ".join(changed[:4])
@@ -92,7 +95,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
             result.up_to_date = True
             return result
         build.mkdir(exist_ok=True)  # the tree is this configuration's from now on, even if interrupted
-        write_marker(build, plan.key, plan.configure, None)
+        write_marker(build, plan.key, plan.configure, None, remedies)
         plan.log.parent.mkdir(parents=True, exist_ok=True)
         if plan.dist:
             plan.dist.mkdir(parents=True, exist_ok=True)
@@ -100,23 +103,25 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         tracker = Tracker()
         con.info(f"building {plan.key} with MAX_JOBS={plan.changes.get('MAX_JOBS')}; log: {plan.log}")
         with open(plan.log, "w", buffering=1) as log:  # line-buffered: `tail -f` works
-            log.write(format_command(list(plan.command), base_env, plan.changes, checkout) + "\n")
-            try:
-                run(list(plan.command), cwd=checkout, env=plan.changes, base_env=base_env, echo=opts.verbose,
-                    on_line=_show(tracker, opts.verbose, log), log=log)
-            except CommandError as exc:
-                con.clear_progress()
-                report = tracker.error_report()
-                con.error(f"the build of {plan.key} failed; the first error:")
-                for line in report:
-                    con.info(f"  | {line}")
-                written = record.write(plan, base_env, time.monotonic() - start, "failed", exc.returncode)
-                raise TorchbuildError(f"the build of {plan.key} failed (exit {exc.returncode}); full log: {plan.log}",
-                                      f"fix the error above, then run `inv build` again (it resumes); what produced "
-                                      f"it, for a bug report: {written} (`inv build --record`)") from None
+            for attempt in (1, 2):
+                log.write(format_command(list(plan.command), base_env, plan.changes, checkout) + "\n")
+                try:
+                    run(list(plan.command), cwd=checkout, env=plan.changes, base_env=base_env, echo=opts.verbose,
+                        on_line=_show(tracker, opts.verbose, log), log=log)
+                    break
+                except CommandError as exc:
+                    con.clear_progress()
+                    found = diagnose(_log_tail(plan.log), int(plan.changes.get("MAX_JOBS") or 1))
+                    new = [d for d in found if d.has_remedy and not _applied(d, remedies)]
+                    if attempt == 1 and new:
+                        remedies = _apply_remedies(new, remedies, build, log)
+                        plan = with_remedies(plan, remedies)
+                        write_marker(build, plan.key, plan.configure, None, remedies)
+                        continue
+                    _fail(plan, tracker, found, exc.returncode, base_env, time.monotonic() - start, remedies)
         con.clear_progress()
-        record.write(plan, base_env, time.monotonic() - start, "ok", 0)
-        write_marker(build, plan.key, plan.configure, None if plan.wheel else stamp)
+        write_marker(build, plan.key, plan.configure, None if plan.wheel else stamp, remedies)
+        record.write(plan, base_env, time.monotonic() - start, "ok", 0, remedies)
     result.seconds = time.monotonic() - start
     result.compiles = tracker.compiles
     if plan.stats_log.exists():
@@ -127,6 +132,61 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         result.wheel = made[-1] if made else None
     return result
 
+
+def with_remedies(plan: Plan, remedies: Mapping[str, str]) -> Plan:
+    """The plan with the remedies' variables in its environment (and so in its configure key)."""
+    if not remedies:
+        return plan
+    changes = {**plan.changes, **remedies}
+    configure = {**plan.configure, **{k: v for k, v in remedies.items() if affects_configure(k)}}
+    return replace(plan, changes=changes, configure=configure)
+
+
+def _applied(d: Diagnosis, remedies: Mapping[str, str]) -> bool:
+    return bool(d.failure.remedy_set) and all(remedies.get(k) == v for k, v in d.failure.remedy_set.items())
+
+
+def _apply_remedies(found: list[Diagnosis], remedies: Mapping[str, str], build: Path, log: IO[str]) -> dict[str, str]:
+    """Announce each remedy on the terminal and in the log; return the remedies now in force."""
+    con = _console.get()
+    out = dict(remedies)
+    for d in found:
+        what = []
+        if d.failure.remedy_set:
+            out.update(d.failure.remedy_set)
+            what.append(" ".join(f"{k}={v}" for k, v in d.failure.remedy_set.items()))
+        if d.failure.remedy_fresh:
+            for stale in (build / "CMakeCache.txt", build / "CMakeFiles"):
+                if stale.is_dir():
+                    shutil.rmtree(stale)
+                elif stale.exists():
+                    stale.unlink()
+            what.append("a fresh CMake configure (CMakeCache.txt removed)")
+        message = f"known failure {d.id}: {d.explain}; remedy: {', '.join(what)}, building again"
+        con.warn(message)
+        log.write(f"torchbuild: {message}\n")
+    return out
+
+
+def _fail(plan: Plan, tracker: Tracker, found: list[Diagnosis], code: int, base_env: Mapping[str, str],
+          seconds: float, remedies: Mapping[str, str]) -> None:
+    """Show the first error and what torchbuild knows of it; raise with the next command to run."""
+    con = _console.get()
+    con.error(f"the build of {plan.key} failed; the first error:")
+    for line in tracker.error_report():
+        con.info(f"  | {line}")
+    for d in found:
+        con.info(f"known failure {d.id}: {d.explain}; fix: {d.fix}")
+    written = record.write(plan, base_env, seconds, "failed", code, remedies)
+    fix = found[0].fix if found else "fix the error above, then run `inv build` again (it resumes)"
+    raise TorchbuildError(f"the build of {plan.key} failed (exit {code}); full log: {plan.log}",
+                          f"{fix}; what produced it, for a bug report: {written} (`inv build --record`)")
+
+
+def _log_tail(log: Path, size: int = 4 * 1024 * 1024) -> str:
+    with open(log, "rb") as fh:
+        fh.seek(max(0, log.stat().st_size - size))
+        return fh.read().decode(errors="replace")
 
 
 def inputs_stamp(plan: Plan) -> str:

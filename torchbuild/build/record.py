@@ -50,7 +50,8 @@ def patches_applied(checkout: Path) -> list[dict[str, str]]:
     return out
 
 
-def write(plan: Plan, base_env: Mapping[str, str], seconds: float, result: str, exit_code: int) -> Path:
+def write(plan: Plan, base_env: Mapping[str, str], seconds: float, result: str, exit_code: int,
+          remedies: Mapping[str, str] | None = None) -> Path:
     """Write the record of this build next to its log; returns its path."""
     env = merged_env(base_env, plan.changes)
     checkout = plan.checkout
@@ -65,6 +66,7 @@ def write(plan: Plan, base_env: Mapping[str, str], seconds: float, result: str, 
         "patches": patches_applied(checkout),
         "command": list(plan.command),
         "MAX_JOBS": plan.changes.get("MAX_JOBS"),
+        "remedies": dict(remedies or {}),
         "python": {"path": str(plan.env.python), "version": plan.env.version, "env": plan.env.reason},
         "packages": _out([str(plan.env.python), "-m", "pip", "list", "--format=freeze",
                           "--disable-pip-version-check"], checkout, env).splitlines(),

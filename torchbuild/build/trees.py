@@ -81,9 +81,11 @@ def build_lock(checkout: Path) -> contextlib.AbstractContextManager[None]:
     return locked(checkout / STATE / "lock", f"building in {checkout}", f"another build is running in {checkout}")
 
 
-def write_marker(build: Path, key: str, configure: Mapping[str, str], done: str | None) -> None:
-    """Record which configuration a tree holds, how it was configured, and its last complete inputs."""
-    data = {"key": key, "configure": dict(configure), "done": done}
+def write_marker(build: Path, key: str, configure: Mapping[str, str], done: str | None,
+                 remedies: Mapping[str, str] | None = None) -> None:
+    """Record which configuration a tree holds, how it was configured, its last complete inputs, and
+    the remedies (known-failure fixes) applied to it, which its later builds keep."""
+    data = {"key": key, "configure": dict(configure), "done": done, "remedies": dict(remedies or {})}
     (build / MARKER).write_text(json.dumps(data, indent=2))
 
 

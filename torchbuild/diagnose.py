@@ -1,0 +1,60 @@
+"""Known build failures (failures.yaml): find them in a build's output, explain them, name the fix,
+and say which remedy torchbuild may apply by itself. Pure: data in, data out."""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class Failure:
+    id: str
+    pattern: re.Pattern[str]
+    explain: str
+    fix: str
+    remedy_set: Mapping[str, str] = field(default_factory=dict)
+    remedy_fresh: bool = False
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    failure: Failure
+    explain: str
+    fix: str
+
+    @property
+    def id(self) -> str:
+        return self.failure.id
+
+    @property
+    def has_remedy(self) -> bool:
+        return bool(self.failure.remedy_set) or self.failure.remedy_fresh
+
+
+@functools.lru_cache(maxsize=None)
+def table() -> tuple[Failure, ...]:
+    import yaml
+
+    data: dict[str, Any] = yaml.safe_load((Path(__file__).parent / "failures.yaml").read_text())
+    out = []
+    for item in data["failures"]:
+        remedy = item.get("remedy") or {}
+        out.append(Failure(item["id"], re.compile(item["pattern"]), item["explain"], item["fix"],
+                           {k: str(v) for k, v in (remedy.get("set") or {}).items()}, bool(remedy.get("fresh"))))
+    return tuple(out)
+
+
+def diagnose(output: str, jobs: int = 1) -> list[Diagnosis]:
+    """The known failures found in `output`, in table order, with their texts filled in."""
+    found = []
+    for failure in table():
+        m = failure.pattern.search(output)
+        if m:
+            values = {k: v or "" for k, v in m.groupdict().items()}
+            values.update(jobs=str(jobs), half_jobs=str(max(1, jobs // 2)))
+            found.append(Diagnosis(failure, failure.explain.format(**values), failure.fix.format(**values)))
+    return found
