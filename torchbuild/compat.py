@@ -64,6 +64,18 @@ def python_minimum(checkout: Path) -> str | None:
     return f"{m.group(1)}.{m.group(2)}" if m else None
 
 
+def tool_bounds(torch_version: str) -> dict[str, str]:
+    """{package: specifier} the build env needs for this release line ({} before the table)."""
+    table: dict[str, dict[str, str]] = _data()["tool_bounds"]
+    usable = [v for v in table if vkey(v) <= vkey(torch_version)[:2]]
+    return dict(table[max(usable, key=vkey)]) if usable else {}
+
+
+def releases_for_cuda(cuda: str) -> list[str]:
+    """The releases whose binaries were built for this CUDA version."""
+    return [r.version for r in releases() if cuda in r.cuda]
+
+
 def default_arch_list(cuda_version: str) -> str:
     """The release builders' arch list for the nearest CUDA at or below this one."""
     table = _data()["arch_lists"]

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from . import compat
 from . import console as _console
 from .config import Config
 from .errors import CommandError, TorchbuildError
@@ -112,20 +113,28 @@ def _name(req: str) -> str:
 
 
 def checkout_requirements(checkout: Path | None) -> list[str]:
-    """requirements-build.txt, else requirements.txt, else pyproject's build requires; [] if none."""
+    """requirements-build.txt, else pyproject's build-system requires, else (a PyTorch checkout)
+    requirements.txt; [] if none. Another project's requirements.txt lists its users' needs, not its build's."""
     if checkout is None:
         return []
-    for name in ("requirements-build.txt", "requirements.txt"):
-        path = checkout / name
-        if path.is_file():
-            lines = [ln.split("#", 1)[0].strip() for ln in path.read_text().splitlines()]
-            return [ln for ln in lines if ln and not ln.startswith("-")]
+    files = ["requirements-build.txt"] + (["requirements.txt"] if (checkout / "torch").is_dir() else [])
+    for name in files[:1]:
+        if (checkout / name).is_file():
+            return _requirement_lines(checkout / name)
     pyproject = checkout / "pyproject.toml"
     if pyproject.is_file():
         m = re.search(r"(?ms)^\[build-system\].*?^requires\s*=\s*\[(.*?)\]", pyproject.read_text())
         if m:
             return re.findall(r"[\"']([^\"']+)[\"']", m.group(1))
+    for name in files[1:]:
+        if (checkout / name).is_file():
+            return _requirement_lines(checkout / name)
     return []
+
+
+def _requirement_lines(path: Path) -> list[str]:
+    lines = [ln.split("#", 1)[0].strip() for ln in path.read_text().splitlines()]
+    return [ln for ln in lines if ln and not ln.startswith("-")]
 
 
 def requirements(checkout: Path | None, version: str, machine: str | None = None) -> list[str]:
@@ -138,10 +147,16 @@ def requirements(checkout: Path | None, version: str, machine: str | None = None
     if checkout is not None and (checkout / "torch").is_dir() and (machine or platform.machine()) == "x86_64":
         reqs += [r for r in ("mkl-static", "mkl-include") if _name(r) not in names]
     pins = PINS.get(minor, {})
+    version_txt = compat.checkout_version(checkout) if checkout is not None else None
+    bounds = {_name(k): v for k, v in compat.tool_bounds(version_txt).items()} if version_txt else {}
     out = []
     for req in reqs:
         bare = re.fullmatch(r"\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*", req) is not None
-        out.append(pins.get(_name(req), req) if bare else req)
+        pinned = pins.get(_name(req), req) if bare else req
+        bound = bounds.get(_name(req))
+        if bound:
+            pinned += ("," if re.search(r"[<>=!~]", pinned) else "") + bound
+        out.append(pinned)
     return sorted(dict.fromkeys(out), key=str.lower)
 
 
@@ -325,6 +340,29 @@ def _install(argv: list[str], reqs: list[str], version: str, env: Mapping[str, s
                               "or choose another Python") from None
 
 
+def _update_in_place(cfg: Config, made: Env, checkout: Path, stamp: str) -> bool:
+    """Add what this checkout needs to an env made for another one (instead of making it again);
+    False (and why) when the result has conflicting packages, so that the caller makes it anew."""
+    con = _console.get()
+    reqs = requirements(checkout, made.version)
+    with locked(made.prefix.parent / f".{made.name}.lock", f"updating env {made.name}",
+                f"another torchbuild is changing env {made.name}"):
+        (made.prefix / "pip.conf").write_text(pip_conf(cfg))
+        pip = [str(made.python), "-m", "pip", "--disable-pip-version-check"]
+        with con.timed(f"env {made.name}: add what {checkout.name} needs ({len(reqs)} requirements) to the env"):
+            _install(pip + ["install", "-q"], reqs, made.version, {"PIP_CONFIG_FILE": str(made.prefix / "pip.conf")})
+        check = run(pip + ["check"], capture=True, echo=False, check=False)
+        if check.returncode != 0:
+            first = (check.stdout + check.stderr).strip().splitlines()[:1]
+            con.warn(f"env {made.name} has conflicting packages after the update ({'; '.join(first)}): "
+                     "making it again")
+            return False
+        (made.prefix / STAMP).write_text(json.dumps({**asdict(made), "prefix": str(made.prefix),
+                                                     "python": str(made.python), "stamp": stamp,
+                                                     "requirements": reqs}, indent=2) + "\n")
+    return True
+
+
 def activation(env: Env, shell: str = "bash") -> str:
     """The line that activates `env` in the user's shell."""
     if env.backend in ("conda", "mamba", "micromamba"):
@@ -393,8 +431,11 @@ def ensure(cfg: Config, choice: EnvChoice, checkout: Path, cuda: str | None, bas
         return choice
     made = read(choice.prefix)
     creator = choice.creator
-    if made is not None:
-        if made.stamp == expected_stamp(cfg, made.backend, made.version, checkout, cuda) and made.python.exists():
+    if made is not None and made.python.exists():
+        expected = expected_stamp(cfg, made.backend, made.version, checkout, cuda)
+        if made.stamp == expected:
+            return choice
+        if not dry_run and made.backend in ("venv", "uv") and _update_in_place(cfg, made, checkout, expected):
             return choice
     if creator is None:
         creator = pythons.find(pythons.discover(base_env, cfg.toolchain.pythons), choice.version)

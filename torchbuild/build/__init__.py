@@ -60,4 +60,4 @@ def report(outcome: Outcome) -> None:
     if result.wheel:
         con.ok(f"wheel: {result.wheel}")
     else:
-        con.info(f"use it: {plan.env.python} -c 'import {plan.package}'")
+        con.info(f"use it: {plan.env.python} -c 'import {result.package}'")

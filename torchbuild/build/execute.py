@@ -21,7 +21,7 @@ from ..errors import CommandError, TorchbuildError
 from ..progress import Tracker
 from ..run import format_command, run
 from . import record
-from .plan import Plan, affects_configure
+from .plan import Plan, affects_configure, package_name
 from .request import BuildRequest
 from .trees import activate_tree, build_lock, configure_changes, exclude_state, read_marker, remove_tree, write_marker
 
@@ -124,6 +124,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         record.write(plan, base_env, time.monotonic() - start, "ok", 0, remedies)
     result.seconds = time.monotonic() - start
     result.compiles = tracker.compiles
+    result.package = package_name(checkout)  # the build may have written the project's egg-info
     if plan.stats_log.exists():
         result.hits, result.misses, result.remote_hits = parse_stats_log(plan.stats_log.read_text())
     if plan.dist:

@@ -54,7 +54,9 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
         if pick:
             notes.append(why)
     torch_version = compat.checkout_version(checkout)
-    if torch_version:
+    if not torch_version:
+        notes.append(f"no version.txt in {checkout}: not a PyTorch checkout, so the release table is not checked")
+    else:
         gcc = compilers.default_gcc(ccs)
         notes += compat.check(torch_version, choice.version, cuda_tag, gcc.major if gcc else None,
                               compat.python_minimum(checkout), request.force)
@@ -79,13 +81,37 @@ def choose_toolkit(cfg: Config, spec: str, env: Mapping[str, str]) -> Toolkit | 
     """The toolkit for --cuda (None: a CPU build); a broken one is an error."""
     if spec in ("none", "cpu"):
         return None
-    toolkit = cuda.select(cuda.for_config(cfg, env), spec)
+    try:
+        toolkit = cuda.select(cuda.for_config(cfg, env), spec)
+    except TorchbuildError as exc:
+        if "is not installed" not in exc.message:
+            raise
+        raise TorchbuildError(f"{exc.message}; {what_cuda_needs(spec, compilers.discover(env))}", exc.hint) from None
     if toolkit is None:
         _console.get().info("no CUDA toolkit found: building for CPU (USE_CUDA=0); `inv cuda.install 13.0` adds one")
     elif not toolkit.nvcc or not Path(toolkit.nvcc).exists():
         raise TorchbuildError(f"the CUDA {toolkit.version} toolkit at {toolkit.root} is gone or broken",
                               "run `inv cuda.list` and choose another with --cuda")
     return toolkit
+
+
+def what_cuda_needs(version: str, ccs: list[compilers.Compiler]) -> str:
+    """What building against this CUDA takes: its host gcc (and whether one is here), its releases."""
+    parts = []
+    limit = compilers.max_gcc(version)
+    if limit:
+        gccs = sorted({c.major for c in ccs if c.kind == "gcc"})
+        ok = [g for g in gccs if g <= limit]
+        found = f"gcc {', '.join(map(str, ok))} is installed" if ok else \
+            f"none is installed (found gcc {', '.join(map(str, gccs)) or 'none'}); get one with " \
+            f"`apt-get install g++-{limit}` where the distribution ships it, or " \
+            f"`conda install -c conda-forge gxx_linux-64={limit}`"
+        parts.append(f"CUDA {version} accepts host gcc <= {limit}: {found}")
+    releases = compat.releases_for_cuda(version)
+    parts.append(f"PyTorch releases built for CUDA {version}: {', '.join(releases)} "
+                 f"(`inv clone --ref v{releases[-1]}.0` for the newest)" if releases else
+                 f"no PyTorch release was built for CUDA {version}")
+    return "; ".join(parts)
 
 
 def find_launcher(cfg: Config, env_prefix: Path, env: Mapping[str, str]) -> str | None:

@@ -174,11 +174,27 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
 
 
 def package_name(checkout: Path) -> str:
-    """What `import X` tests a build: torch for PyTorch, else the package next to setup.py."""
-    if (checkout / "torch" / "__init__.py").exists() or not (checkout / "setup.py").exists():
+    """What `import X` tests a build: torch for PyTorch; else the project's own top-level package, from
+    its egg-info (after a build), its package folders, or its distribution name."""
+    if (checkout / "torch" / "__init__.py").exists():
         return "torch"
-    pkgs = sorted(p.parent.name for p in checkout.glob("*/__init__.py") if not p.parent.name.startswith(("test", ".")))
-    return pkgs[0] if pkgs else "torch"
+    for top_level in sorted(checkout.glob("*.egg-info/top_level.txt")) + sorted(checkout.glob("src/*.egg-info/"
+                                                                                             "top_level.txt")):
+        names = [n for n in top_level.read_text().split() if not n.startswith(("test", "_"))]
+        if names:
+            return names[0]
+    skip = ("test", ".", "_", "doc", "bench", "example", "build", "third_party")
+    for pattern in ("*/__init__.py", "src/*/__init__.py", "src/*/__init__.pyi"):
+        pkgs = sorted(p.parent.name for p in checkout.glob(pattern) if not p.parent.name.startswith(skip))
+        if pkgs:
+            return pkgs[0]
+    for name, pattern in (("pyproject.toml", r"(?m)^name\s*=\s*[\"']([^\"']+)"),
+                          ("setup.py", r"\bname\s*=\s*[\"']([^\"']+)")):
+        if (checkout / name).is_file():
+            m = re.search(pattern, (checkout / name).read_text(errors="replace"))
+            if m:
+                return re.sub(r"^python[-_]", "", m.group(1)).replace("-", "_")
+    return "torch"
 
 
 def describe(plan: Plan, base_env: Mapping[str, str]) -> list[str]:
