@@ -48,6 +48,13 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+def realworld(session: nox.Session) -> None:
+    """torchbuild on real projects from the package index: clone through a mirror, patch, build, import, call."""
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", "-ra", "-m", "realworld", *session.posargs)
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff over the library, the entry points and the tests."""
     session.install("ruff")

@@ -3,16 +3,13 @@ broken mirror caches are repaired, and concurrent runs take turns. Real git, rea
 
 from __future__ import annotations
 
-import base64
+import contextlib
 import fcntl
-import functools
-import http.server
 import os
 import re
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -22,6 +19,7 @@ from torchbuild.demo import make_upstream
 
 from .conftest import REPO, copy_project, git, inv
 from .test_patches import make_patch, patch
+from .upstreams import serve
 
 TOKEN = "ghp_S3cretT0ken4242"
 PASSWORD = "hunter2-Pa55word"
@@ -114,35 +112,14 @@ def test_env_name_and_git_jobs_are_bounded(tmp_path):
 # ----------------------------------------------------------------------------- secrets
 
 
-class _AuthRepos(http.server.SimpleHTTPRequestHandler):
-    """Git's dumb http protocol for the demo repos under `directory`, behind basic auth."""
-
-    def do_GET(self) -> None:  # noqa: N802
-        expected = "Basic " + base64.b64encode(f"user:{TOKEN}".encode()).decode()
-        if self.headers.get("Authorization") != expected:
-            self.send_response(401)
-            self.send_header("WWW-Authenticate", 'Basic realm="repos"')
-            self.end_headers()
-            return
-        name, _, rest = self.path.lstrip("/").partition("/")
-        self.path = f"/{name}/.git/{rest}"
-        super().do_GET()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def private_upstream(tmp_path):
     """The demo upstream served over http on loopback; every request needs user:TOKEN."""
     up = make_upstream(tmp_path / "upstream", url_base="https://github.example/org")
     for name in ("pytorch", "fbgemm", "pybind11", "asmjit"):
         git(up.repo(name), "update-server-info")
-    handler = functools.partial(_AuthRepos, directory=str(up.root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield up, f"http://user:{TOKEN}@127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with contextlib.contextmanager(serve)(up.root, TOKEN) as base:
+        yield up, base.replace("http://", f"http://user:{TOKEN}@")
 
 
 def test_tokens_never_reach_the_terminal_logs_or_the_cache(private_upstream, tmp_path):
