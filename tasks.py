@@ -52,10 +52,11 @@ def show_config(c):
     cli.main(ROOT, "config.show")
 
 
-@task(help={"path": "where to put the demo (default: <cache dir>/demo)", "verbose": "show every command"})
-def demo(c, path=None, verbose=False):
+@task(help={"path": "where to put the demo (default: <cache dir>/demo)", "verbose": "show every command",
+            "legacy": "shape it like PyTorch 1.10 and build it on Python 3.6"})
+def demo(c, path=None, legacy=False, verbose=False):
     """Run the whole job on the embedded demo project (a small PyTorch-shaped upstream)."""
-    cli.main(ROOT, "demo.demo", verbose=verbose, path=path)
+    cli.main(ROOT, "demo.demo", verbose=verbose, path=path, legacy=legacy)
 
 
 PATCH_HELP = {"path": "the checkout (default: source.path)", "patches": "folder holding `series` (default: patches/)"}

@@ -105,8 +105,31 @@ def test_unsupported_pair_is_skipped_with_the_reason(demo_project):
     done = inv("matrix", root=proj, env=env, timeout=600)
     assert done.returncode == 0, done.output
     assert "PyTorch 2.11 supports Python 3.10–3.14, not 3.6" in done.output and "--force" in done.output
+    assert "`inv clone --ref v1.10.2` checks out a release that supports Python 3.6" in done.output
     (record,) = json.loads((proj / "dist/matrix-summary.json").read_text())["sessions"]
     assert record["result"] == "skipped" and not (proj / "dist" / record["session"]).exists()
+
+
+@pytest.mark.slow
+def test_build_3_6_builds_the_legacy_demo_to_a_wheel_that_imports(tmp_path):
+    """`nox -s build-3.6` (the design card's invocation) on the demo shaped like PyTorch 1.10."""
+    if not has_python("3.6"):
+        pytest.skip("needs pyenv Python 3.6")
+    up = make_upstream(tmp_path / "upstream", legacy=True)
+    proj = project(tmp_path, f"source:\n  url: {up.url('pytorch')}\n  path: {tmp_path / 'co'}\n"
+                             'matrix:\n  pythons: ["3.6"]\n  cudas: ["none", "13.0"]\n'
+                             f"paths:\n  cache_dir: {tmp_path / 'cache'}\nbuild:\n  min_free_gb: 1\n")
+    env = {"HOME": str(REAL_HOME), "PIP_CACHE_DIR": str(REAL_HOME / ".cache" / "pip")}
+    inv("clone", root=proj, env=env, check=True)
+    done = subprocess.run([sys.executable, "-m", "nox", "--noxfile", str(proj / "noxfile.py"), "-s", "build-3.6"],
+                          capture_output=True, text=True, env={**os.environ, **env}, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    sessions = {s["session"]: s for s in json.loads((proj / "dist/matrix-summary.json").read_text())["sessions"]}
+    ok = sessions["build-3.6(cuda='none')"]
+    assert ok["result"] == "ok" and "1.10.2+cpu-cp36" in Path(ok["wheel"]).name
+    assert "imports in a fresh env" in done.stderr + done.stdout
+    cu = sessions["build-3.6(cuda='13.0')"]
+    assert cu["result"] == "skipped" and "PyTorch 1.10 was released for CUDA 10.2, 11.1, 11.3" in cu["reason"]
 
 
 def results(proj: Path) -> dict[str, str]:

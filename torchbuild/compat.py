@@ -71,6 +71,16 @@ def tool_bounds(torch_version: str) -> dict[str, str]:
     return dict(table[max(usable, key=vkey)]) if usable else {}
 
 
+def newest_release_for_python(python: str) -> str | None:
+    """The newest release (its last patch tag, e.g. 1.10.2) whose table row includes this Python."""
+    pv = vkey(python)[:2]
+    rows = [r for r in releases() if r.python[0] and r.python[1]
+            and vkey(r.python[0]) <= pv <= vkey(r.python[1])]
+    if not rows:
+        return None
+    return str(_data()["last_patch"].get(rows[-1].version, f"{rows[-1].version}.0"))
+
+
 def releases_for_cuda(cuda: str) -> list[str]:
     """The releases whose binaries were built for this CUDA version."""
     return [r.version for r in releases() if cuda in r.cuda]

@@ -161,11 +161,25 @@ def project_files(name: str, units: int = UNITS) -> dict[str, str | bytes]:
     return files
 
 
+# The 1.x mode: what a PyTorch 1.10 checkout declared, so the demo builds on Python 3.6 like it did.
+LEGACY = {
+    "version.txt": "1.10.2\n",
+    "requirements-build.txt": "setuptools\nwheel\nninja\n",
+    "pyproject.toml": '[build-system]\nrequires = ["setuptools", "wheel", "ninja"]\n'
+                      'build-backend = "setuptools.build_meta"\n',
+}
+
+
 def make_upstream(root: Path, url_base: str | None = None,
-                  extra_files: Mapping[str, Mapping[str, str | bytes]] | None = None, units: int = UNITS) -> Upstream:
-    """Create the demo repos under `root` (leaves first) and return the Upstream."""
+                  extra_files: Mapping[str, Mapping[str, str | bytes]] | None = None, units: int = UNITS,
+                  legacy: bool = False) -> Upstream:
+    """Create the demo repos under `root` (leaves first) and return the Upstream; `legacy`: shaped
+    like PyTorch 1.10 (version, build requirements a Python 3.6 env can install)."""
     root.mkdir(parents=True, exist_ok=True)
-    up = Upstream(root.resolve(), url_base or root.resolve().as_uri(), extra_files or {})
+    extra = {**(extra_files or {})}
+    if legacy:
+        extra["pytorch"] = {**LEGACY, **extra.get("pytorch", {})}
+    up = Upstream(root.resolve(), url_base or root.resolve().as_uri(), extra)
     for name in ("asmjit", "pybind11", "fbgemm", "pytorch"):
         repo = up.repo(name)
         repo.mkdir()

@@ -81,7 +81,11 @@ def skip_reason(cfg: Config, python: str, cuda: str) -> str | None:
     hard, soft = compat.problems(version, python, None if cuda in ("none", "cpu") else cuda, None,
                                  compat.python_minimum(cfg.source_path))
     problems = hard + soft
-    return problems[0] + " (--force builds it anyway)" if problems else None
+    if not problems:
+        return None
+    other = compat.newest_release_for_python(python)
+    fix = f"; `inv clone --ref v{other}` checks out a release that supports Python {python}" if other else ""
+    return f"{problems[0]} (--force builds it anyway{fix})"
 
 
 def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: Path | None = None,

@@ -15,21 +15,24 @@ from ..run import run
 from .clone import clone, sync
 
 
-def demo(cfg: Config, path: str | None = None) -> int:
-    """Clone, sync, patch, build and import-check the demo upstream."""
+def demo(cfg: Config, path: str | None = None, legacy: bool = False) -> int:
+    """Clone, sync, patch, build and import-check the demo upstream (`legacy`: as PyTorch 1.10, on Python 3.6)."""
     con = _console.get()
     base = Path(path).resolve() if path else cfg.cache_root / "demo"
     if base.exists():
         shutil.rmtree(base / "upstream", ignore_errors=True)
         shutil.rmtree(base / "checkout", ignore_errors=True)
     with con.timed(f"make the demo upstream in {base / 'upstream'}"):
-        upstream = make_upstream(base / "upstream")
+        upstream = make_upstream(base / "upstream", legacy=legacy)
     source = dataclasses.replace(cfg.source, url=upstream.url("pytorch"), ref=None, path=str(base / "checkout"))
-    demo_build = dataclasses.replace(cfg.build, min_free_gb=min(cfg.build.min_free_gb, 1.0))
+    demo_build = dataclasses.replace(cfg.build, min_free_gb=min(cfg.build.min_free_gb, 1.0),
+                                     python="3.6" if legacy else cfg.build.python,
+                                     cuda="none" if legacy else cfg.build.cuda)
     demo_cfg = dataclasses.replace(cfg, source=source, build=demo_build)
     clone(demo_cfg)
     sync(demo_cfg)
-    outcome = b.build(demo_cfg, b.BuildRequest.resolve(demo_cfg), os.environ)
+    request = b.BuildRequest.resolve(demo_cfg)
+    outcome = b.build(demo_cfg, dataclasses.replace(request, python="3.6") if legacy else request, os.environ)
     b.report(outcome)
     python = str(outcome.plan.env.python)
     with con.timed("import check: python -c 'import minitorch; print(minitorch.checksum())'"):
