@@ -196,3 +196,30 @@ def test_unresolvable_requirement_leaves_nothing_trusted(project):
     assert f"cannot install torchbuild-no-such-package-xyz==99 for Python {py}." in done.stderr
     assert "Traceback" not in done.output
     assert not (project / "envs" / f"py{py}").exists()
+
+
+@pytest.mark.slow
+def test_switching_checkouts_adds_what_is_missing_and_a_conflict_makes_the_env_anew(project, monkeypatch):
+    """An env made for one checkout serves the next by adding its requirements; when that leaves
+    packages whose requirements are broken (pip check), the env is made again and says why."""
+    checkouts = {name: project / name for name in ("a", "b", "c")}
+    for name, reqs in {"a": "setuptools\nsetuptools_scm==8.1.0\n", "b": "setuptools\nsix\n",
+                       "c": "setuptools\npackaging==19.2\n"}.items():
+        checkouts[name].mkdir()
+        (checkouts[name] / "requirements-build.txt").write_text(reqs)
+    monkeypatch.setenv("TORCHBUILD_SOURCE_PATH", str(checkouts["a"]))
+    inv("env.create", "--name", "shared", check=True, timeout=600)
+    python = project / "envs/shared/bin/python"
+    made = python.resolve().stat().st_ino, (project / "envs/shared/pyvenv.cfg").stat().st_mtime_ns
+    monkeypatch.setenv("TORCHBUILD_SOURCE_PATH", str(checkouts["b"]))
+    switched = inv("env.create", "--name", "shared", check=True, timeout=600)
+    assert "add what b needs" in switched.stderr and "out of date: making it again" not in switched.stderr
+    assert (python.resolve().stat().st_ino, (project / "envs/shared/pyvenv.cfg").stat().st_mtime_ns) == made
+    subprocess.run([str(python), "-c", "import six, setuptools_scm"], check=True)
+    monkeypatch.setenv("TORCHBUILD_SOURCE_PATH", str(checkouts["c"]))
+    conflict = inv("env.create", "--name", "shared", check=True, timeout=600)
+    assert "conflicting packages after the update" in conflict.stderr and "setuptools" in conflict.stderr
+    assert "create env shared" in conflict.stderr  # made anew: c's requirements only
+    listed = subprocess.run([str(python), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True,
+                            check=True).stdout
+    assert "packaging==19.2" in listed and "setuptools-scm" not in listed.lower().replace("_", "-")

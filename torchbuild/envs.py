@@ -15,7 +15,7 @@ import os
 import platform
 import re
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -247,11 +247,11 @@ def create(cfg: Config, python: Python, name: str | None = None, backend: str = 
     lock = contextlib.nullcontext() if dry_run else \
         locked(prefix.parent / f".{name}.lock", f"creating env {name}", f"another torchbuild is creating env {name}")
     with lock:  # two creations of one env take turns; the second finds it made
-        return _create(cfg, python, name, backend, exe, prefix, reqs, conda_pkgs, stamp, dry_run)
+        return _create(cfg, python, name, backend, exe, prefix, checkout, reqs, conda_pkgs, stamp, dry_run)
 
 
-def _create(cfg: Config, python: Python, name: str, backend: str, exe: str, prefix: Path, reqs: list[str],
-            conda_pkgs: list[str], stamp: str, dry_run: bool) -> Env:
+def _create(cfg: Config, python: Python, name: str, backend: str, exe: str, prefix: Path, checkout: Path | None,
+            reqs: list[str], conda_pkgs: list[str], stamp: str, dry_run: bool) -> Env:
     con = _console.get()
     existing = read(prefix)
     if existing and existing.stamp == stamp and existing.python.exists():
@@ -260,6 +260,11 @@ def _create(cfg: Config, python: Python, name: str, backend: str, exe: str, pref
     if dry_run:
         con.info(f"would create env {name} at {prefix} with Python {python.version} ({backend}): {' '.join(reqs)}")
         return Env(name, prefix, backend, prefix / "bin" / "python", python.version, stamp)
+    if existing and existing.version == python.version and existing.python.exists() and \
+            existing.backend == backend and backend in ("venv", "uv"):
+        updated = _update_in_place(cfg, existing, checkout, reqs, stamp)
+        if updated:
+            return updated
     if prefix.exists():
         why = "was left unfinished by a failed run" if existing is None else "is out of date"
         con.info(f"env {name} {why}: making it again")
@@ -340,27 +345,26 @@ def _install(argv: list[str], reqs: list[str], version: str, env: Mapping[str, s
                               "or choose another Python") from None
 
 
-def _update_in_place(cfg: Config, made: Env, checkout: Path, stamp: str) -> bool:
+def _update_in_place(cfg: Config, made: Env, checkout: Path | None, reqs: list[str], stamp: str) -> Env | None:
     """Add what this checkout needs to an env made for another one (instead of making it again);
     False (and why) when the result has conflicting packages, so that the caller makes it anew."""
     con = _console.get()
-    reqs = requirements(checkout, made.version)
-    with locked(made.prefix.parent / f".{made.name}.lock", f"updating env {made.name}",
-                f"another torchbuild is changing env {made.name}"):
-        (made.prefix / "pip.conf").write_text(pip_conf(cfg))
-        pip = [str(made.python), "-m", "pip", "--disable-pip-version-check"]
-        with con.timed(f"env {made.name}: add what {checkout.name} needs ({len(reqs)} requirements) to the env"):
-            _install(pip + ["install", "-q"], reqs, made.version, {"PIP_CONFIG_FILE": str(made.prefix / "pip.conf")})
-        check = run(pip + ["check"], capture=True, echo=False, check=False)
-        if check.returncode != 0:
-            first = (check.stdout + check.stderr).strip().splitlines()[:1]
-            con.warn(f"env {made.name} has conflicting packages after the update ({'; '.join(first)}): "
-                     "making it again")
-            return False
-        (made.prefix / STAMP).write_text(json.dumps({**asdict(made), "prefix": str(made.prefix),
-                                                     "python": str(made.python), "stamp": stamp,
-                                                     "requirements": reqs}, indent=2) + "\n")
-    return True
+    (made.prefix / "pip.conf").write_text(pip_conf(cfg))
+    pip = [str(made.python), "-m", "pip", "--disable-pip-version-check"]
+    with con.timed(f"env {made.name}: add what {checkout.name if checkout else 'the build'} needs "
+                   f"({len(reqs)} requirements) instead of making it again"):
+        _install(pip + ["install", "-q"], reqs, made.version, {"PIP_CONFIG_FILE": str(made.prefix / "pip.conf")})
+    check = run(pip + ["check"], capture=True, echo=False, check=False)
+    if check.returncode != 0:
+        first = (check.stdout + check.stderr).strip().splitlines()[:1]
+        con.warn(f"env {made.name} has conflicting packages after the update ({'; '.join(first)}): making it again")
+        return None
+    setuptools = run([str(made.python), "-c", "import setuptools; print(setuptools.__version__)"], capture=True,
+                     echo=False, check=False).stdout.strip()
+    updated = replace(made, stamp=stamp, setuptools=setuptools)
+    (made.prefix / STAMP).write_text(json.dumps({**asdict(updated), "prefix": str(made.prefix),
+                                                 "python": str(made.python), "requirements": reqs}, indent=2) + "\n")
+    return updated
 
 
 def activation(env: Env, shell: str = "bash") -> str:
@@ -432,10 +436,7 @@ def ensure(cfg: Config, choice: EnvChoice, checkout: Path, cuda: str | None, bas
     made = read(choice.prefix)
     creator = choice.creator
     if made is not None and made.python.exists():
-        expected = expected_stamp(cfg, made.backend, made.version, checkout, cuda)
-        if made.stamp == expected:
-            return choice
-        if not dry_run and made.backend in ("venv", "uv") and _update_in_place(cfg, made, checkout, expected):
+        if made.stamp == expected_stamp(cfg, made.backend, made.version, checkout, cuda):
             return choice
     if creator is None:
         creator = pythons.find(pythons.discover(base_env, cfg.toolchain.pythons), choice.version)
