@@ -256,3 +256,12 @@ def test_own_build_dir_is_kept_and_each_build_leaves_a_record(demo):
     cleaned = inv("clean", "--path", str(demo), "--all", check=True)
     assert "torchbuild did not make it" in cleaned.stderr and (moved / "mine.txt").exists()
     assert not (demo / "build").exists()
+
+
+def test_a_cuda_that_is_not_installed_names_everything_it_needs(demo):
+    done = build(demo, "--cuda", "10.0", "--dry-run", check=False)
+    assert done.returncode == 1 and "CUDA 10.0 is not installed" in done.stderr
+    assert "CUDA 10.0 accepts host gcc <= 7: none is installed (found gcc" in done.stderr
+    assert "g++-7" in done.stderr and "gxx_linux-64=7" in done.stderr
+    assert "PyTorch releases built for CUDA 10.0: 1.0, 1.1, 1.2" in done.stderr
+    assert "runfile" in done.stderr and "toolchain.cuda_roots" in done.stderr
