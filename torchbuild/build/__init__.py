@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping
 
 from .. import console as _console
@@ -52,7 +53,8 @@ def report(outcome: Outcome) -> None:
     if result is None or result.up_to_date:
         return
     con = _console.get()
-    rate = f", ccache {result.hits}/{result.hits + result.misses} hits ({result.hit_rate:.0%})" \
+    tool = Path(plan.launcher).name if plan.launcher else "cache"
+    rate = f", {tool} {result.hits}/{result.hits + result.misses} hits ({result.hit_rate:.0%})" \
         if result.hit_rate is not None else ""
     if result.remote_hits:
         rate += f", {result.remote_hits} from the remote cache"

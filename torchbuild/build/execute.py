@@ -9,6 +9,7 @@ forever).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from dataclasses import dataclass, replace
@@ -64,6 +65,13 @@ def parse_stats_log(text: str) -> tuple[int, int, int]:
     return hits, misses, remote
 
 
+def parse_sccache_stats(text: str) -> tuple[int, int]:
+    """(hits, misses) from `sccache --show-stats` / `--stop-server` output."""
+    hits = re.search(r"(?m)^Cache hits\s+(\d+)\s*$", text)
+    misses = re.search(r"(?m)^Cache misses\s+(\d+)\s*$", text)
+    return int(hits.group(1)) if hits else 0, int(misses.group(1)) if misses else 0
+
+
 def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> BuildResult:
     """Run the plan: lock, swap in the tree, build with progress and a log; apply a known remedy once."""
     con = _console.get()
@@ -100,6 +108,13 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         if plan.dist:
             plan.dist.mkdir(parents=True, exist_ok=True)
         before = set(plan.dist.glob("*.whl")) if plan.dist else set()
+        for var in ("DISTCC_DIR", "SCCACHE_DIR"):
+            if plan.changes.get(var):
+                Path(str(plan.changes[var])).mkdir(parents=True, exist_ok=True)
+        sccache = plan.launcher if plan.launcher and Path(plan.launcher).name.startswith("sccache") else None
+        if sccache:  # a server started for another cache dir would serve this build: start ours, zeroed
+            run([sccache, "--stop-server"], env=plan.changes, base_env=base_env, capture=True, echo=False,
+                check=False)
         tracker = Tracker()
         con.info(f"building {plan.key} with MAX_JOBS={plan.changes.get('MAX_JOBS')}; log: {plan.log}")
         with open(plan.log, "w", buffering=1) as log:  # line-buffered: `tail -f` works
@@ -127,6 +142,10 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
     result.package = package_name(checkout)  # the build may have written the project's egg-info
     if plan.stats_log.exists():
         result.hits, result.misses, result.remote_hits = parse_stats_log(plan.stats_log.read_text())
+    elif sccache:
+        stats = run([sccache, "--stop-server"], env=plan.changes, base_env=base_env, capture=True, echo=False,
+                    check=False).stdout
+        result.hits, result.misses = parse_sccache_stats(stats)
     if plan.dist:
         made = sorted(set(plan.dist.glob("*.whl")) - before) or sorted(plan.dist.glob("*.whl"),
                                                                          key=lambda p: p.stat().st_mtime)[-1:]

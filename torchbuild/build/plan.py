@@ -132,6 +132,10 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
     else:
         chosen = system.choose_jobs(os.cpu_count() or 1, system.available_memory(), toolkit is not None)
         jobs, jobs_reason = chosen.jobs, chosen.reason
+        if facts.distcc:  # remote slots compile; only preprocessing and linking stay here
+            slots = remote_slots(cfg.build.hosts)
+            jobs, jobs_reason = jobs + slots, f"{jobs + slots} ({jobs_reason} here + {slots} distcc slots on " \
+                                              f"{len(cfg.build.hosts)} host(s))"
     changes["MAX_JOBS"] = str(jobs)
     prefix_path = base_env.get("CMAKE_PREFIX_PATH")
     changes["CMAKE_PREFIX_PATH"] = str(env.prefix) + (os.pathsep + prefix_path if prefix_path else "")
@@ -140,9 +144,18 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
     changes["DEBUG"] = "1" if opts.build_type == "debug" else None
     changes["REL_WITH_DEB_INFO"] = "1" if opts.build_type == "relwithdebinfo" else None
     launcher, remote = facts.launcher, facts.remote
-    if launcher:
-        for lang in ("C", "CXX") + (("CUDA",) if toolkit else ()):
-            changes[f"CMAKE_{lang}_COMPILER_LAUNCHER"] = launcher
+    ccache = bool(launcher and Path(launcher).name.startswith("ccache"))
+    c_launcher = launcher
+    if facts.distcc:
+        changes.update({"DISTCC_HOSTS": " ".join(cfg.build.hosts), "DISTCC_DIR": str(cfg.cache_root / "distcc")})
+        if ccache:
+            changes["CCACHE_PREFIX"] = facts.distcc  # ccache first; what it misses compiles on the hosts
+        else:
+            c_launcher = facts.distcc
+    cuda_launcher = None if facts.distcc and ccache else launcher  # CCACHE_PREFIX would send nvcc to distcc
+    for lang, value in (("C", c_launcher), ("CXX", c_launcher), ("CUDA", cuda_launcher if toolkit else None)):
+        if value:
+            changes[f"CMAKE_{lang}_COMPILER_LAUNCHER"] = value
     cache_dir = cfg.cache_root / "ccache"
     log_dir = cfg.root / cfg.paths.logs / key
     now = time.time() if now is None else now
@@ -171,6 +184,11 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
     return Plan(checkout, env, toolkit, key, configure, changes, build_command(checkout, env, opts.wheel, dist),
                 log, stats_log, jobs_reason, tuple(notes), opts.wheel, dist if opts.wheel else None, launcher,
                 package_name(checkout))
+
+
+def remote_slots(hosts: list[str]) -> int:
+    """Compile slots of distcc hosts `HOST[:PORT][/SLOTS]` (distcc's default: 4 a host)."""
+    return sum(int(h.rsplit("/", 1)[1]) if "/" in h else 4 for h in hosts)
 
 
 def package_name(checkout: Path) -> str:
