@@ -9,39 +9,38 @@ the env's own pip.conf / .condarc, never into the user's files.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
-import platform
 import re
 import shutil
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Mapping
 
-from . import compat
-from . import console as _console
-from .config import Config
-from .errors import CommandError, TorchbuildError
-from .locks import locked
-from .run import run
-from .toolchain import search_path
-from .toolchain.python import Python
+from .. import console as _console
+from ..config import Config
+from ..errors import CommandError, TorchbuildError
+from ..locks import locked
+from ..run import run
+from ..toolchain import search_path
+from ..toolchain.python import Python
+from .requirements import (
+    KNOWN,
+    PINS,
+    checkout_requirements,
+    conda_packages,
+    condarc,
+    expected_stamp,
+    pip_bootstrap,
+    pip_conf,
+    requirements,
+)
+
+__all__ = ["KNOWN", "PINS", "checkout_requirements", "condarc", "expected_stamp", "pip_bootstrap", "pip_conf",
+           "requirements"]
 
 STAMP = "torchbuild-env.json"
 BACKENDS = ("venv", "uv", "conda", "mamba", "micromamba")
-KNOWN = ["setuptools", "wheel", "ninja", "cmake", "numpy", "pyyaml", "cffi", "typing_extensions"]
-
-# Per-Python pins: the last releases that install and work there (pip's own too).
-PINS: dict[str, dict[str, str]] = {
-    "3.6": {"pip": "pip<22", "setuptools": "setuptools<59.7", "numpy": "numpy==1.19.5", "cmake": "cmake<3.28",
-            "ninja": "ninja<1.11.1.2", "wheel": "wheel<0.38", "pyyaml": "pyyaml<6.1", "cffi": "cffi<1.16",
-            "typing_extensions": "typing_extensions<4.2"},
-    "3.7": {"pip": "pip<24.1", "setuptools": "setuptools<68.1", "numpy": "numpy<1.22", "wheel": "wheel<0.43",
-            "typing_extensions": "typing_extensions<4.8"},
-    "3.8": {"pip": "pip<25.1", "setuptools": "setuptools<75.4", "numpy": "numpy<1.25"},
-    "3.9": {"numpy": "numpy<2.1"},
-}
 
 
 @dataclass(frozen=True)
@@ -107,91 +106,6 @@ def default_name(version: str, backend: str) -> str:
     return f"py{minor}" if backend == "venv" else f"py{minor}-{backend}"
 
 
-def _name(req: str) -> str:
-    m = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)", req)
-    return m.group(1).lower().replace("-", "_").replace(".", "_") if m else req.lower()
-
-
-def checkout_requirements(checkout: Path | None) -> list[str]:
-    """requirements-build.txt, else pyproject's build-system requires, else (a PyTorch checkout)
-    requirements.txt; [] if none. Another project's requirements.txt lists its users' needs, not its build's."""
-    if checkout is None:
-        return []
-    files = ["requirements-build.txt"] + (["requirements.txt"] if (checkout / "torch").is_dir() else [])
-    for name in files[:1]:
-        if (checkout / name).is_file():
-            return _requirement_lines(checkout / name)
-    pyproject = checkout / "pyproject.toml"
-    if pyproject.is_file():
-        m = re.search(r"(?ms)^\[build-system\].*?^requires\s*=\s*\[(.*?)\]", pyproject.read_text())
-        if m:
-            return re.findall(r"[\"']([^\"']+)[\"']", m.group(1))
-    for name in files[1:]:
-        if (checkout / name).is_file():
-            return _requirement_lines(checkout / name)
-    return []
-
-
-def _requirement_lines(path: Path) -> list[str]:
-    lines = [ln.split("#", 1)[0].strip() for ln in path.read_text().splitlines()]
-    return [ln for ln in lines if ln and not ln.startswith("-")]
-
-
-def requirements(checkout: Path | None, version: str, machine: str | None = None) -> list[str]:
-    """The build deps for this checkout on this Python, with per-Python pins applied."""
-    minor = ".".join(version.split(".")[:2])
-    reqs = checkout_requirements(checkout) or list(KNOWN)
-    names = {_name(r) for r in reqs}
-    if minor == "3.6" and "dataclasses" not in names:
-        reqs.append("dataclasses")
-    if checkout is not None and (checkout / "torch").is_dir() and (machine or platform.machine()) == "x86_64":
-        reqs += [r for r in ("mkl-static", "mkl-include") if _name(r) not in names]
-    pins = PINS.get(minor, {})
-    version_txt = compat.checkout_version(checkout) if checkout is not None else None
-    bounds = {_name(k): v for k, v in compat.tool_bounds(version_txt).items()} if version_txt else {}
-    out = []
-    for req in reqs:
-        bare = re.fullmatch(r"\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*", req) is not None
-        pinned = pins.get(_name(req), req) if bare else req
-        bound = bounds.get(_name(req))
-        if bound:
-            pinned += ("," if re.search(r"[<>=!~]", pinned) else "") + bound
-        out.append(pinned)
-    return sorted(dict.fromkeys(out), key=str.lower)
-
-
-def pip_bootstrap(version: str) -> str | None:
-    return PINS.get(".".join(version.split(".")[:2]), {}).get("pip")
-
-
-def pip_conf(cfg: Config) -> str:
-    lines = ["[global]"]
-    if cfg.mirrors.pip_index_url:
-        lines.append(f"index-url = {cfg.mirrors.pip_index_url}")
-    if cfg.mirrors.pip_extra_index_urls:
-        lines.append("extra-index-url = " + " ".join(cfg.mirrors.pip_extra_index_urls))
-    if cfg.mirrors.pip_trusted_hosts:
-        lines.append("trusted-host = " + " ".join(cfg.mirrors.pip_trusted_hosts))
-    return "\n".join(lines) + "\n"
-
-
-def condarc(cfg: Config) -> str:
-    lines = ["channels:"] + [f"  - {c}" for c in cfg.mirrors.conda_channels or ["conda-forge"]]
-    if cfg.mirrors.conda_channel_priority:
-        lines.append(f"channel_priority: {cfg.mirrors.conda_channel_priority}")
-    return "\n".join(lines) + "\n"
-
-
-def stamp_of(backend: str, version: str, reqs: Sequence[str], cfg: Config, extra: Sequence[str] = ()) -> str:
-    data = json.dumps([backend, version, sorted(reqs), pip_conf(cfg), condarc(cfg), list(extra)])
-    return hashlib.sha256(data.encode()).hexdigest()[:16]
-
-
-def expected_stamp(cfg: Config, backend: str, version: str, checkout: Path | None, cuda: str | None) -> str:
-    """The stamp an env of this backend and Python must carry to be up to date for this checkout."""
-    conda = _conda_packages(checkout, cuda) if backend in ("conda", "mamba", "micromamba") else []
-    return stamp_of(backend, version, requirements(checkout, version), cfg, conda)
-
 
 def read(prefix: Path) -> Env | None:
     """The env at `prefix` if its stamp says it was finished."""
@@ -240,7 +154,7 @@ def create(cfg: Config, python: Python, name: str | None = None, backend: str = 
     name = check_name(name or default_name(python.version, backend))
     prefix = envs_dir(cfg) / name
     reqs = requirements(checkout, python.version)
-    conda_pkgs = _conda_packages(checkout, cuda) if backend in ("conda", "mamba", "micromamba") else []
+    conda_pkgs = conda_packages(checkout, cuda) if backend in ("conda", "mamba", "micromamba") else []
     stamp = expected_stamp(cfg, backend, python.version, checkout, cuda)
     if not dry_run:
         _check_writable(prefix.parent)
@@ -325,14 +239,6 @@ def _make(backend: str, exe: str, python: Python, prefix: Path, cfg: Config, req
     return py
 
 
-def _conda_packages(checkout: Path | None, cuda: str | None) -> list[str]:
-    """What conda provides better than pip: MKL, and magma for the CUDA in use."""
-    pkgs = ["mkl", "mkl-include"]
-    if cuda and cuda not in ("none", "cpu", "auto"):
-        pkgs.append(f"magma-cuda{cuda.replace('.', '')}")
-    return pkgs
-
-
 def _install(argv: list[str], reqs: list[str], version: str, env: Mapping[str, str]) -> None:
     try:
         run([*argv, *reqs], env=env)
@@ -383,7 +289,7 @@ def choose(cfg: Config, python_spec: str | None, env_name: str | None, base_env:
     """The env a build uses: --env NAME, --python X (managed), the active env, else the default Python's."""
     import sys
 
-    from .toolchain import python as pythons
+    from ..toolchain import python as pythons
 
     backend = cfg.matrix.backend
     root = envs_dir(cfg)
@@ -429,7 +335,7 @@ def ensure(cfg: Config, choice: EnvChoice, checkout: Path, cuda: str | None, bas
     """Create or update a managed env when needed (its stamp decides); the choice with what it has."""
     from dataclasses import replace
 
-    from .toolchain import python as pythons
+    from ..toolchain import python as pythons
 
     if choice.name is None:
         return choice
