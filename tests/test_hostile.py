@@ -17,7 +17,7 @@ import pytest
 
 from torchbuild.demo import make_upstream
 
-from .conftest import REPO, copy_project, git, inv
+from .conftest import REAL_HOME, REPO, copy_project, git, inv
 from .test_patches import make_patch, patch
 from .upstreams import serve
 
@@ -249,3 +249,37 @@ def test_clean_waits_for_a_running_build(checkout):
     assert proc.returncode == 0 and "another build is running" in err and not tree.exists()
     assert re.search(r"removed py3\.12-cpu-release", err)
     shutil.rmtree(checkout / ".torchbuild")
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from torchbuild.matrix import SessionRecord, write_summary
+for i in range(25):
+    write_summary(Path(sys.argv[1]), SessionRecord(f"build-{sys.argv[2]}-{i}", "3.12", "none"))
+"""
+
+
+def test_two_matrices_writing_one_summary_lose_no_record(tmp_path):
+    summary = tmp_path / "dist" / "matrix-summary.json"
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(summary), name]) for name in ("a", "b", "c")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+    sessions = {s["session"] for s in __import__("json").loads(summary.read_text())["sessions"]}
+    assert sessions == {f"build-{n}-{i}" for n in "abc" for i in range(25)}
+
+
+def test_two_checkouts_sharing_one_cache_dir_build_at_once(upstream, tmp_path, monkeypatch):
+    """What two matrices share (mirrors, the compiler cache, the envs) under concurrent use."""
+    for key, value in {"TORCHBUILD_PATHS_ENVS": tmp_path / "envs", "TORCHBUILD_BUILD_MIN_FREE_GB": "1",
+                       "TORCHBUILD_PATHS_LOGS": tmp_path / "logs", "TORCHBUILD_BUILD_CUDA": "none",
+                       "PIP_CACHE_DIR": REAL_HOME / ".cache" / "pip"}.items():
+        monkeypatch.setenv(key, str(value))
+    argv = [sys.executable, "-m", "invoke", "--search-root", str(REPO)]
+    clones = [subprocess.Popen([*argv, "clone", "--url", upstream.url("pytorch"), "--path", str(tmp_path / n)],
+                               stderr=subprocess.PIPE, text=True) for n in ("one", "two")]
+    assert [c.wait(timeout=300) for c in clones] == [0, 0]
+    builds = [subprocess.Popen([*argv, "build", "--path", str(tmp_path / n)], stderr=subprocess.PIPE, text=True)
+              for n in ("one", "two")]
+    errs = [b.communicate(timeout=600)[1] for b in builds]
+    assert [b.returncode for b in builds] == [0, 0], errs
+    assert all("built in" in e for e in errs)

@@ -22,6 +22,7 @@ from .build import BuildRequest, build, report
 from .config import Config
 from .console import mask
 from .errors import TorchbuildError
+from .locks import locked
 from .run import run
 
 SUMMARY = "matrix-summary.json"
@@ -150,13 +151,15 @@ def smoke_import(env_python: Path, wheel: Path, package: str) -> None:
 
 
 def write_summary(path: Path, record: SessionRecord) -> None:
-    """Merge one record into the summary file (atomically: a reader never sees half a file)."""
+    """Merge one record into the summary file: atomically (a reader never sees half a file) and under a
+    lock (two writers never lose each other's records)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    others = [r for r in read_summary_file(path) if r.session != record.session]
-    data = {"sessions": [dataclasses.asdict(r) for r in [*others, record]]}
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(mask(json.dumps(data, indent=2)) + "\n")
-    tmp.replace(path)
+    with locked(path.with_suffix(".lock"), "writing the matrix summary"):  # sessions of two matrices at once
+        others = [r for r in read_summary_file(path) if r.session != record.session]
+        data = {"sessions": [dataclasses.asdict(r) for r in [*others, record]]}
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(mask(json.dumps(data, indent=2)) + "\n")
+        tmp.replace(path)
 
 
 def read_summary_file(path: Path) -> list[SessionRecord]:
