@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,3 +100,22 @@ def copy_project(dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / "tasks.py", dest / "tasks.py")
     return dest
+
+
+def free_port() -> int:
+    """A TCP port on loopback nobody listens on (for daemons the tests start)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, what: str = "the daemon") -> None:  # type: ignore[type-arg]
+    """Wait until a daemon the test started accepts connections (it must not die meanwhile)."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline and proc.poll() is None, f"{what} did not start"
+            time.sleep(0.05)

@@ -3,10 +3,10 @@ loopback ports, each with its own log), and sccache with its local disk cache an
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,28 +16,11 @@ import pytest
 
 from torchbuild.demo import make_upstream
 
-from .conftest import REAL_HOME, REPO, inv
+from .conftest import REAL_HOME, REPO, free_port, inv, wait_for_port
 
 DISTCCD = shutil.which("distccd")
 needs_distcc = pytest.mark.skipif(DISTCCD is None or shutil.which("distcc") is None,
                                   reason="distcc/distccd are not installed (apt-get install distcc; .ci/run does)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port: int, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            assert time.monotonic() < deadline and proc.poll() is None, "the daemon did not start"
-            time.sleep(0.05)
 
 
 @pytest.fixture
@@ -51,11 +34,11 @@ def distccd(tmp_path):
                                  "--allow", "127.0.0.1", "--jobs", "2", "--log-stderr", "--log-level", "info",
                                  "--enable-tcp-insecure"], stdout=subprocess.DEVNULL, stderr=log,
                                 start_new_session=True)
-        wait_for_port(port, proc)
+        wait_for_port(port, proc, "distccd")
         daemons.append((f"127.0.0.1:{port}/2", proc, tmp_path / f"distccd-{name}.log"))
     yield daemons
     for _, proc, _ in daemons:
-        with __import__("contextlib").suppress(ProcessLookupError):
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
 

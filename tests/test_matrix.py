@@ -5,17 +5,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from torchbuild.demo import make_upstream
 
-from .conftest import REAL_HOME, REPO, inv
+from .conftest import REAL_HOME, REPO, free_port, inv, wait_for_port
 
 PYENV = REAL_HOME / ".pyenv" / "versions"
 
@@ -136,12 +134,6 @@ def results(proj: Path) -> dict[str, str]:
     return {s["session"]: s["result"] for s in json.loads((proj / "dist/matrix-summary.json").read_text())["sessions"]}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def redis_url(tmp_path):
     server = shutil.which("redis-server")
@@ -150,14 +142,7 @@ def redis_url(tmp_path):
     port = free_port()
     proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                              "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            assert time.monotonic() < deadline and proc.poll() is None, "redis-server did not start"
-            time.sleep(0.05)
+    wait_for_port(port, proc, "redis-server")
     yield f"redis://127.0.0.1:{port}"
     proc.terminate()
     proc.wait(timeout=10)
