@@ -74,23 +74,24 @@ class MirrorCache:
         if self.git.options.dry_run:
             self.git.act(["clone", "--mirror", url, str(mirror)])
             return mirror
+        partial = mirror.with_suffix(".partial")
         with locked(mirror.with_suffix(".lock"), f"updating the mirror of {url}"):
-            if mirror.is_dir() and not (mirror / "HEAD").exists():
-                self._move_aside(url, "it was left half-made")
-            elif mirror.is_dir() and self.tips_missing(mirror):
-                self._move_aside(url, "objects its refs name are missing")
-            if mirror.is_dir():
-                self.git.network("fetch", url, lambda: self.git.act(
-                    ["fetch", "--prune", "--quiet", url, "+refs/*:refs/*"], mirror, echo=False,
-                    allow_file=is_local(url)))
-            else:
-                partial = mirror.with_suffix(".partial")
-                self.git.network("mirror", url, lambda: self._clone(url, partial))
-                self.git.query(["config", "remote.origin.url", public_url(url)], partial)
-                os.replace(partial, mirror)
-            if need and not self.has(url, need) and not self.sound(mirror):
-                self._move_aside(url, "objects are missing")
-                return self.ensure(url, need)
+            for attempt in (1, 2):
+                if mirror.is_dir() and not (mirror / "HEAD").exists():
+                    self._move_aside(url, "it was left half-made")
+                elif mirror.is_dir() and self.tips_missing(mirror):
+                    self._move_aside(url, "objects its refs name are missing")
+                if mirror.is_dir():
+                    self.git.network("fetch", url, lambda: self.git.act(
+                        ["fetch", "--prune", "--quiet", url, "+refs/*:refs/*"], mirror, echo=False,
+                        allow_file=is_local(url)))
+                else:
+                    self.git.network("mirror", url, lambda: self._clone(url, partial))
+                    self.git.query(["config", "remote.origin.url", public_url(url)], partial)
+                    os.replace(partial, mirror)
+                if attempt == 2 or not need or self.has(url, need) or self.sound(mirror):
+                    break
+                self._move_aside(url, "objects are missing")  # and make it again, still under the lock
         if need and not self.has(url, need):
             return None
         return mirror
