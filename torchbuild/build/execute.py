@@ -131,6 +131,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                     if attempt == 1 and new:
                         remedies = _apply_remedies(new, remedies, build, log)
                         plan = with_remedies(plan, remedies)
+                        stamp = inputs_stamp(plan)  # the remedy is part of this tree's inputs from now on
                         write_marker(build, plan.key, plan.configure, None, remedies)
                         continue
                     _fail(plan, tracker, found, exc.returncode, base_env, time.monotonic() - start, remedies)
