@@ -265,3 +265,19 @@ def test_a_cuda_that_is_not_installed_names_everything_it_needs(demo):
     assert "g++-7" in done.stderr and "gxx_linux-64=7" in done.stderr
     assert "PyTorch releases built for CUDA 10.0: 1.0, 1.1, 1.2" in done.stderr
     assert "runfile" in done.stderr and "toolchain.cuda_roots" in done.stderr
+
+
+def test_a_failed_build_names_its_record(demo):
+    import json
+
+    unit = demo / "c10/core/unit_04.cpp"
+    good = unit.read_text()
+    unit.write_text("int broken( {\n")
+    failed = build(demo, "--cuda", "none", check=False)
+    assert failed.returncode == 1 and "(`inv build --record`)" in failed.stderr
+    path = Path(re.search(r"for a bug report: (\S+\.record\.json)", failed.stderr).group(1))
+    record = json.loads(path.read_text())
+    assert record["result"] == "failed" and record["exit_code"] != 0 and record["commit"]
+    unit.write_text(good)
+    build(demo, "--cuda", "none")
+    assert json.loads(inv("build", "--path", str(demo), "--record", check=True).stdout)["result"] == "ok"

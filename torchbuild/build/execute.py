@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Callable, Mapping
@@ -116,6 +117,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
             run([sccache, "--stop-server"], env=plan.changes, base_env=base_env, capture=True, echo=False,
                 check=False)
         tracker = Tracker()
+        probed = record.start(plan, base_env)
         con.info(f"building {plan.key} with MAX_JOBS={plan.changes.get('MAX_JOBS')}; log: {plan.log}")
         with open(plan.log, "w", buffering=1) as log:  # line-buffered: `tail -f` works
             for attempt in (1, 2):
@@ -134,10 +136,10 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                         stamp = inputs_stamp(plan)  # the remedy is part of this tree's inputs from now on
                         write_marker(build, plan.key, plan.configure, None, remedies)
                         continue
-                    _fail(plan, tracker, found, exc.returncode, base_env, time.monotonic() - start, remedies)
+                    _fail(plan, tracker, found, exc.returncode, probed, time.monotonic() - start, remedies)
         con.clear_progress()
         write_marker(build, plan.key, plan.configure, None if plan.wheel else stamp, remedies)
-        record.write(plan, base_env, time.monotonic() - start, "ok", 0, remedies)
+        record.write(probed, plan, time.monotonic() - start, "ok", 0, remedies)
     result.seconds = time.monotonic() - start
     result.compiles = tracker.compiles
     result.package = package_name(checkout)  # the build may have written the project's egg-info
@@ -189,8 +191,8 @@ def _apply_remedies(found: list[Diagnosis], remedies: Mapping[str, str], build: 
     return out
 
 
-def _fail(plan: Plan, tracker: Tracker, found: list[Diagnosis], code: int, base_env: Mapping[str, str],
-          seconds: float, remedies: Mapping[str, str]) -> None:
+def _fail(plan: Plan, tracker: Tracker, found: list[Diagnosis], code: int,
+          probed: Future[dict[str, object]], seconds: float, remedies: Mapping[str, str]) -> None:
     """Show the first error and what torchbuild knows of it; raise with the next command to run."""
     con = _console.get()
     con.error(f"the build of {plan.key} failed; the first error:")
@@ -198,7 +200,7 @@ def _fail(plan: Plan, tracker: Tracker, found: list[Diagnosis], code: int, base_
         con.info(f"  | {line}")
     for d in found:
         con.info(f"known failure {d.id}: {d.explain}; fix: {d.fix}")
-    written = record.write(plan, base_env, seconds, "failed", code, remedies)
+    written = record.write(probed, plan, seconds, "failed", code, remedies)
     fix = found[0].fix if found else "fix the error above, then run `inv build` again (it resumes)"
     raise TorchbuildError(f"the build of {plan.key} failed (exit {code}); full log: {plan.log}",
                           f"{fix}; what produced it, for a bug report: {written} (`inv build --record`)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Mapping
 
@@ -50,30 +51,40 @@ def patches_applied(checkout: Path) -> list[dict[str, str]]:
     return out
 
 
-def write(plan: Plan, base_env: Mapping[str, str], seconds: float, result: str, exit_code: int,
-          remedies: Mapping[str, str] | None = None) -> Path:
-    """Write the record of this build next to its log; returns its path."""
+def facts(plan: Plan, base_env: Mapping[str, str]) -> dict[str, object]:
+    """What produced the build, probed while it runs (a thread): commit, patches, packages, tools."""
     env = merged_env(base_env, plan.changes)
     checkout = plan.checkout
     compiler = (env.get("CXX") or "g++").split()[0]
-    record = {
+    return {
         "config": plan.key,
-        "result": result,
-        "exit_code": exit_code,
-        "seconds": round(seconds, 2),
         "checkout": str(checkout),
         "commit": _out(["git", "rev-parse", "HEAD"], checkout),
         "patches": patches_applied(checkout),
         "command": list(plan.command),
         "MAX_JOBS": plan.changes.get("MAX_JOBS"),
-        "remedies": dict(remedies or {}),
         "python": {"path": str(plan.env.python), "version": plan.env.version, "env": plan.env.reason},
         "packages": _out([str(plan.env.python), "-m", "pip", "list", "--format=freeze",
                           "--disable-pip-version-check"], checkout, env).splitlines(),
         "tools": {name: tool(name, env, checkout) for name in ("cmake", "ninja", compiler, "nvcc")},
-        "environment": {k: v for k, v in sorted(plan.changes.items()) if v is not None},
         "log": str(plan.log),
     }
+
+
+def start(plan: Plan, base_env: Mapping[str, str]) -> Future[dict[str, object]]:
+    """Begin probing the record's facts beside the build, so that it costs the build no time."""
+    pool = ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(facts, plan, base_env)
+    pool.shutdown(wait=False)  # the thread runs on; write() waits for its result
+    return future
+
+
+def write(found: Future[dict[str, object]], plan: Plan, seconds: float, result: str, exit_code: int,
+          remedies: Mapping[str, str] | None = None) -> Path:
+    """Write the record of this build next to its log; returns its path."""
+    record = {**found.result(), "result": result, "exit_code": exit_code, "seconds": round(seconds, 2),
+              "remedies": dict(remedies or {}),
+              "environment": {k: v for k, v in sorted(plan.changes.items()) if v is not None}}
     path = path_for(plan.log)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(mask(json.dumps(record, indent=2)) + "\n")
