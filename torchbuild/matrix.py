@@ -19,6 +19,7 @@ from typing import Mapping
 
 from . import console as _console
 from .build import BuildRequest, build, report
+from .build.request import split_supported
 from .config import Config
 from .console import mask
 from .errors import TorchbuildError
@@ -42,6 +43,7 @@ class SessionRecord:
     misses: int = 0
     wheel: str | None = None
     reason: str = ""
+    path: str = ""  # "split": the core built once per CUDA, the Python part per Python; "one build"
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> SessionRecord:
@@ -110,16 +112,19 @@ def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: 
     else:
         request = dataclasses.replace(BuildRequest.resolve(cfg, wheel=True, dist=dist, force=force), cuda=cuda,
                                       python=None if venv is not None else python)
+        split = cfg.matrix.split and split_supported(cfg.source_path)
         try:
-            outcome = build(cfg, request, env)
+            core = build_core(cfg, request, env) if split else None
+            outcome = build(cfg, dataclasses.replace(request, part="python") if split else request, env)
             report(outcome)
             result = outcome.result
             assert result is not None
             record = dataclasses.replace(record, hits=result.hits, misses=result.misses, hit_rate=result.hit_rate,
-                                         wheel=str(result.wheel) if result.wheel else None)
+                                         wheel=str(result.wheel) if result.wheel else None,
+                                         path="split" if split else "one build")
             if result.wheel is None:
                 raise TorchbuildError(f"the build left no wheel in {dist}", "look at the build log")
-            smoke_import(Path(str(result.python)), result.wheel, result.package)
+            smoke_import(Path(str(result.python)), result.wheel, result.package, [core] if core else [])
         except TorchbuildError as exc:
             record = dataclasses.replace(record, result="failed", reason=exc.message)
             con.error(f"{name}: {exc.message}", exc.hint)
@@ -128,8 +133,22 @@ def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: 
     return record
 
 
-def smoke_import(env_python: Path, wheel: Path, package: str) -> None:
-    """Install the wheel into a fresh venv (no deps) and import it there."""
+def build_core(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> Path:
+    """The split build's first half: the Python-independent core's wheel for this CUDA and build type,
+    built once (later sessions find its tree up to date) and installed into this session's env."""
+    core = cfg.root / "dist" / f"core-{request.cuda}-{request.build_type}"
+    with locked(core.with_suffix(".lock"), f"building the core into {core}"):  # sessions side by side: once
+        done = build(cfg, dataclasses.replace(request, part="core", dist=core), env).result
+    if done is None or done.wheel is None:
+        raise TorchbuildError(f"the core build left no wheel in {core}", "look at the build log")
+    run([str(done.python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(done.wheel)],
+        echo=False)
+    _console.get().info(f"core: {done.wheel.name}, built once for every Python of this CUDA")
+    return done.wheel
+
+
+def smoke_import(env_python: Path, wheel: Path, package: str, extra: list[Path] | None = None) -> None:
+    """Install the wheel (and the core's, for a split build) into a fresh venv (no deps) and import it."""
     with tempfile.TemporaryDirectory(prefix="tb-smoke-") as tmp:
         venv = Path(tmp) / "venv"
         base = run([str(env_python), "-c", "import sys; print(getattr(sys, 'base_prefix', sys.prefix))"],
@@ -140,7 +159,7 @@ def smoke_import(env_python: Path, wheel: Path, package: str) -> None:
         site = run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                    capture=True, echo=False).stdout.strip()
         run([str(env_python), "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", site,
-             str(wheel)], echo=False)
+             str(wheel), *map(str, extra or [])], echo=False)
         out = run([str(venv / "bin" / "python"), "-c", f"import {package}; print({package}.__file__)"],
                   capture=True, echo=False, cwd=tmp, check=False)
         if out.returncode != 0 or not out.stdout.strip().startswith(site):
@@ -177,7 +196,8 @@ def table(records: list[SessionRecord]) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for r in records:
         rate = f"{r.hit_rate:.0%}" if r.hit_rate is not None else "-"
-        rows.append((r.session, r.python, r.cuda, r.result, f"{r.seconds:.1f}s", rate, r.wheel or r.reason or "-"))
+        rows.append((r.session, r.python, r.cuda, r.result, f"{r.seconds:.1f}s", rate, r.path or "-",
+                     r.wheel or r.reason or "-"))
     return rows
 
 

@@ -142,7 +142,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         record.write(probed, plan, time.monotonic() - start, "ok", 0, remedies)
     result.seconds = time.monotonic() - start
     result.compiles = tracker.compiles
-    result.package = package_name(checkout)  # the build may have written the project's egg-info
+    result.package = package_name(checkout, plan.env.prefix)  # the build installed the project: ask the env
     if plan.stats_log.exists():
         result.hits, result.misses, result.remote_hits = parse_stats_log(plan.stats_log.read_text())
     elif sccache:

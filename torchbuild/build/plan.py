@@ -105,6 +105,10 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
     env, toolkit, opts = facts.env, facts.toolkit, request
     checkout = cfg.source_path
     key = config_key(env.version, toolkit, opts.build_type)
+    if opts.part == "core":  # Python-independent: one tree for every Python
+        key = "core-" + key.split("-", 1)[1]
+    elif opts.part == "python":
+        key += "-python"
     notes = list(facts.notes)
     changes: dict[str, str | None] = dict(toolkit_env(toolkit, base_env))
     env_bin = str(env.prefix / "bin")
@@ -179,8 +183,13 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
         changes["PYTORCH_BUILD_VERSION"] = f"{base}+{'cu' + toolkit.version.replace('.', '') if toolkit else 'cpu'}"
     for k, v in {**cfg.build.env, **dict(opts.sets)}.items():
         changes[k] = v
+    if opts.part != "all":
+        changes["BUILD_LIBTORCH_WHL" if opts.part == "core" else "BUILD_PYTHON_ONLY"] = "1"
     configure = {k: v for k, v in changes.items() if v is not None and affects_configure(k)}
-    configure["python"] = str(env.python)
+    if opts.part == "core":
+        configure.pop("CMAKE_PREFIX_PATH", None)  # each Python's env differs; the core does not
+    else:
+        configure["python"] = str(env.python)
     return Plan(checkout, env, toolkit, key, configure, changes, build_command(checkout, env, opts.wheel, dist),
                 log, stats_log, jobs_reason, tuple(notes), opts.wheel, dist if opts.wheel else None, launcher,
                 package_name(checkout))
@@ -191,13 +200,20 @@ def remote_slots(hosts: list[str]) -> int:
     return sum(int(h.rsplit("/", 1)[1]) if "/" in h else 4 for h in hosts)
 
 
-def package_name(checkout: Path) -> str:
+def package_name(checkout: Path, env_prefix: Path | None = None) -> str:
     """What `import X` tests a build: torch for PyTorch; else the project's own top-level package, from
-    its egg-info (after a build), its package folders, or its distribution name."""
+    the env's editable install of this checkout (after a build), its egg-info, its package folders, or
+    its distribution name."""
     if (checkout / "torch" / "__init__.py").exists():
         return "torch"
-    for top_level in sorted(checkout.glob("*.egg-info/top_level.txt")) + sorted(checkout.glob("src/*.egg-info/"
-                                                                                             "top_level.txt")):
+    for direct_url in env_prefix.glob("lib/python*/site-packages/*.dist-info/direct_url.json") if env_prefix else []:
+        top_level = direct_url.parent / "top_level.txt"
+        if top_level.is_file() and f'"{checkout.as_uri()}"' in direct_url.read_text(errors="replace"):
+            names = [n for n in top_level.read_text().split() if not n.startswith(("test", "_"))]
+            if names:
+                return names[0]
+    egg_infos = [*checkout.glob("*.egg-info/top_level.txt"), *checkout.glob("src/*.egg-info/top_level.txt")]
+    for top_level in sorted(egg_infos, key=lambda p: p.stat().st_mtime, reverse=True):  # the last build's first
         names = [n for n in top_level.read_text().split() if not n.startswith(("test", "_"))]
         if names:
             return names[0]

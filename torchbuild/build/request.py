@@ -28,22 +28,38 @@ class BuildRequest:
     verbose: bool = False
     dist: Path | None = None
     rerun: bool = False
+    part: str = "all"  # the split build: "core" (BUILD_LIBTORCH_WHL=1) or "python" (BUILD_PYTHON_ONLY=1)
 
     @classmethod
     def resolve(cls, cfg: Config, *, debug: bool = False, rel_with_deb_info: bool = False, sets: Sequence[str] = (),
                 env_name: str | None = None, wheel: bool = False, clean: bool = False, force: bool = False,
                 dry_run: bool = False, verbose: bool = False, dist: str | Path | None = None,
-                rerun: bool = False) -> BuildRequest:
+                rerun: bool = False, part: str = "all") -> BuildRequest:
         """The request for `cfg` (which already holds the flags for cuda, python, jobs, arch, path)."""
         if debug and rel_with_deb_info:
             raise TorchbuildError("--debug and --rel-with-deb-info exclude each other", "pass one of them")
         build_type = "debug" if debug else "relwithdebinfo" if rel_with_deb_info else cfg.build.build_type
+        if part not in ("all", "core", "python"):
+            raise TorchbuildError(f"--part takes core or python, got '{part}'",
+                                  "core: the Python-independent libraries (BUILD_LIBTORCH_WHL=1); python: the "
+                                  "Python part against an installed core (BUILD_PYTHON_ONLY=1)")
+        if part != "all" and not split_supported(cfg.source_path):
+            raise TorchbuildError(f"the checkout at {cfg.source_path} has no split build "
+                                  "(its setup.py reads neither BUILD_LIBTORCH_WHL nor BUILD_PYTHON_ONLY)",
+                                  "build it whole: leave out --part")
         origin = cfg.origins.get("build.python")
         explicit = origin is not None and origin.kind in (OriginKind.FLAG, OriginKind.ENV)
         return cls(cuda=cfg.build.cuda, python=cfg.build.python if explicit else None, env_name=env_name,
                    build_type=build_type, jobs=cfg.build.jobs, arch=cfg.build.arch, wheel=wheel, clean=clean,
                    sets=tuple(parse_sets(sets)), force=force, dry_run=dry_run, verbose=verbose,
-                   dist=Path(dist).resolve() if dist else None, rerun=rerun)
+                   dist=Path(dist).resolve() if dist else None, rerun=rerun, part=part)
+
+
+def split_supported(checkout: Path) -> bool:
+    """Whether the checkout's setup.py has PyTorch's split build (BUILD_LIBTORCH_WHL / BUILD_PYTHON_ONLY)."""
+    setup = checkout / "setup.py"
+    text = setup.read_text(errors="replace") if setup.is_file() else ""
+    return "BUILD_LIBTORCH_WHL" in text and "BUILD_PYTHON_ONLY" in text
 
 
 def parse_sets(sets: Sequence[str]) -> list[tuple[str, str]]:

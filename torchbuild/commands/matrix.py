@@ -27,7 +27,8 @@ def matrix(cfg: Config, failed: bool = False, sessions: Sequence[str] = (), forc
     result = run(argv, cwd=cfg.root, check=False, on_line=con.result)
     records = m.read_summary(cfg.root)
     if records:
-        table(m.table(records), ("session", "python", "cuda", "result", "time", "ccache hits", "wheel / reason"))
+        header = ("session", "python", "cuda", "result", "time", "ccache hits", "path", "wheel / reason")
+        table(m.table(records), header)
         con.info(f"summary: {cfg.root / 'dist' / m.SUMMARY}")
     if result.returncode:
         con.warn("some sessions failed; `inv matrix --failed` runs only those again")

@@ -127,6 +127,8 @@ class MatrixConfig:
                          choices=("venv", "uv", "conda", "mamba", "micromamba"))
     include: list[str] = _spec([], "combos", "extra PYTHON:CUDA pairs, e.g. \"3.6:none\"")
     exclude: list[str] = _spec([], "combos", "PYTHON:CUDA pairs to leave out, e.g. \"3.10:13.0\"")
+    split: bool = _spec(True, "bool", "build the Python-independent core once per CUDA where the checkout "
+                                      "supports it (BUILD_LIBTORCH_WHL / BUILD_PYTHON_ONLY)")
 
 
 @dataclass(frozen=True)
