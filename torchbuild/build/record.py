@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Mapping
 
 from ..console import mask
+from ..git import PATCH_BASE_REF
 from ..run import merged_env, run
 from .plan import Plan
 
 SUFFIX = ".record.json"
-BASE_REF = "refs/torchbuild/base"
 
 
 def path_for(log: Path) -> Path:
@@ -41,10 +41,10 @@ def tool(name: str, env: Mapping[str, str], cwd: Path) -> dict[str, str] | None:
 
 def patches_applied(checkout: Path) -> list[dict[str, str]]:
     """The commits of the torchbuild patch series in the checkout, each with its subject and patch-id."""
-    if not _out(["git", "rev-parse", "--verify", "-q", BASE_REF], checkout):
+    if not _out(["git", "rev-parse", "--verify", "-q", PATCH_BASE_REF], checkout):
         return []
     out = []
-    for commit in _out(["git", "rev-list", "--reverse", f"{BASE_REF}..HEAD"], checkout).split():
+    for commit in _out(["git", "rev-list", "--reverse", f"{PATCH_BASE_REF}..HEAD"], checkout).split():
         shown = _out(["git", "show", "--no-color", "--format=%s", commit], checkout)
         patch_id = _out(["git", "patch-id", "--stable"], checkout, stdin=shown + "\n").split()[:1]
         out.append({"commit": commit, "subject": shown.split("\n", 1)[0], "patch_id": "".join(patch_id)})
