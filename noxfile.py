@@ -5,11 +5,12 @@ is put first on PATH, so `nox -s build-3.6` finds a pyenv 3.6 its shims do not e
 """
 
 import os
+import time
 from pathlib import Path
 
 import nox
 
-from torchbuild import config, matrix
+from torchbuild import config, matrix, run
 
 ROOT = Path(__file__).resolve().parent
 CONFIG = config.load(ROOT, os.environ)
@@ -20,10 +21,12 @@ nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True
 
 
-@nox.session(python=PYTHONS, venv_backend=CONFIG.matrix.backend)
+@nox.session(python=PYTHONS, venv_backend=CONFIG.matrix.backend, allow_parallel=True)
 @nox.parametrize("cuda", CUDAS)
 def build(session: nox.Session, cuda: str) -> None:
     """Build a wheel for this Python x CUDA into dist/<session>/ and import it in a fresh env."""
+    started = time.time()
+    run.install_signal_handlers()  # nox -j stops a session with SIGTERM: stop its build's process tree too
     if (session.python, cuda) not in PAIRS:
         session.skip(f"{session.python}:{cuda} is not in the matrix (matrix.exclude)")
     force = "--force" in session.posargs
@@ -31,11 +34,12 @@ def build(session: nox.Session, cuda: str) -> None:
     if reason:
         matrix.run_session(CONFIG, str(session.python), cuda)  # records the skip in the summary
         session.skip(reason)
-    pin, requirements = matrix.requirements(CONFIG, str(session.python))
-    if pin:
-        session.install("--upgrade", pin)
-    session.install(*requirements)
-    record = matrix.run_session(CONFIG, str(session.python), cuda, force, Path(session.virtualenv.location))
+    venv = Path(session.virtualenv.location)
+    installs, stamp = matrix.installs(CONFIG, str(session.python), venv)
+    for args in installs:
+        session.install(*args)
+    matrix.mark_installed(venv, stamp)
+    record = matrix.run_session(CONFIG, str(session.python), cuda, force, venv, started=started)
     if record.result == "failed":
         session.error(record.reason)
 

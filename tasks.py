@@ -193,10 +193,14 @@ def env_run(c, name):
     "failed": "run again only the sessions that failed last time (dist/matrix-summary.json)",
     "session": "a nox session or prefix, e.g. build-3.12 (repeatable; default: every build session)",
     "force": "build combinations the compatibility table rejects",
+    "rerun": "run sessions that are up to date too",
+    "parallel": "sessions side by side (default: matrix.parallel, else the job budget, at least 2; 1: one by one)",
 }, iterable=["session"])
-def run_matrix(c, failed=False, session=None, force=False):
-    """Run the nox build matrix (one wheel per Python x CUDA) and print the summary table."""
-    cli.main(ROOT, "matrix.matrix", failed=failed, sessions=session or [], force=force)
+def run_matrix(c, failed=False, session=None, force=False, rerun=False, parallel=None):
+    """Run the nox build matrix side by side under one job budget (one wheel per Python x CUDA) and print
+    the summary; sessions whose inputs are unchanged are not run again."""
+    cli.main(ROOT, "matrix.matrix", failed=failed, sessions=session or [], force=force, rerun=rerun,
+             parallel=int(parallel) if parallel else None)
 
 
 ns = Collection(clone, sync, show_config, demo, pythons, doctor, build, clean_trees, run_matrix)

@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -63,24 +67,77 @@ def demo_project(tmp_path):
     return proj, env, tmp_path / "co"
 
 
+class CompilerCount:
+    """The most compiler processes (cc1plus) running at once on the machine while in the block,
+    sampled by the test itself, apart from what torchbuild reports."""
+
+    def __init__(self) -> None:
+        self.most = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.05):
+            count = 0
+            for stat in Path("/proc").glob("[0-9]*/stat"):
+                try:
+                    count += "(cc1plus)" in stat.read_text()
+                except OSError:
+                    pass
+            self.most = max(self.most, count)
+
+    def __enter__(self) -> "CompilerCount":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 @pytest.mark.slow
 def test_matrix_builds_importable_wheels_and_shares_the_core(demo_project):
     proj, env, checkout = demo_project
-    done = inv("matrix", root=proj, env=env, check=True, timeout=900)
-    summary = json.loads((proj / "dist/matrix-summary.json").read_text())["sessions"]
+    with CompilerCount() as compilers:
+        done = inv("matrix", root=proj, env=env, check=True, timeout=900)
+    data = json.loads((proj / "dist/matrix-summary.json").read_text())
+    summary, run = data["sessions"], data["run"]
     assert [(s["session"], s["result"]) for s in summary] == [("build-3.10(cuda='none')", "ok"),
                                                              ("build-3.12(cuda='none')", "ok")]
     for s in summary:
         wheel = Path(s["wheel"])
         assert wheel.parent == proj / "dist" / s["session"] and "+cpu-cp3" in wheel.name
+        assert s["waits"]["queued"] > 0  # each session says what it waited for
     assert "imports in a fresh env" in done.output
     assert {s["path"] for s in summary} == {"split"}  # the demo has PyTorch's split-build switches
     core_logs = sorted((proj / "logs" / "core-cpu-release").glob("*.log"), key=lambda p: p.stat().st_mtime)
-    compiles = [log.read_text().count("Building CXX object") for log in core_logs]
-    assert compiles[0] >= 25 and compiles[1:] == [0]  # the core: compiled once, for both Pythons
+    assert len(core_logs) == 1 and core_logs[0].read_text().count("Building CXX object") >= 25  # the core: once
+    assert "the wheel libminitorch" in done.output and "are unchanged; nothing was run" in done.output
     second = summary[1]
     assert second["misses"] <= 2  # the second Python compiles only its extension
-    assert "build-3.12(cuda='none')  3.12    none  ok" in done.stdout and "ccache hits" in done.stdout
+    assert "build-3.12(cuda='none')  3.12    none  ok" in done.stdout and "waited" in done.stdout
+
+    # Side by side under one budget: two sessions at once, one in a synced copy of the checkout, and
+    # never more compilers at once than the budget (the test counts them itself).
+    assert run["at once"] == 2 and "building in the slot" in done.output
+    budget = min(os.cpu_count() or 1, run["job budget"])
+    assert 1 <= compilers.most <= budget and run["most compilers at once"] <= budget
+    assert 0 < run["peak rss bytes"] < run["free memory bytes at start"]
+
+    # Nothing changed: no session runs, nox is not started.
+    logs = set((proj / "logs").rglob("*.log"))
+    noop = inv("matrix", root=proj, env=env, check=True)
+    assert "all 2 sessions are up to date" in noop.output and "nox >" not in noop.output
+    assert set((proj / "logs").rglob("*.log")) == logs and "up to date" in noop.stdout
+
+    # An uncommitted edit reaches every wheel, including the one built in the slot.
+    init = checkout / "minitorch" / "__init__.py"
+    init.write_text(init.read_text() + "EDITED = 'yes'\n")
+    edited = inv("matrix", root=proj, env=env, check=True, timeout=900)
+    assert "Running session build-3.10" in edited.output and "Running session build-3.12" in edited.output
+    for s in json.loads((proj / "dist/matrix-summary.json").read_text())["sessions"]:
+        with zipfile.ZipFile(s["wheel"]) as whl:
+            assert "EDITED = 'yes'" in whl.read("minitorch/__init__.py").decode(), s["session"]
 
     # A failure is recorded; `--failed` runs only that session again.
     unit = checkout / "c10/core/unit_03.cpp"
@@ -95,6 +152,41 @@ def test_matrix_builds_importable_wheels_and_shares_the_core(demo_project):
     assert "build-3.12(cuda='none')" in again.stdout and "Running session build-3.10" not in again.stdout
     records = results(proj)
     assert set(records.values()) == {"ok"}
+
+
+def processes_under(path: Path) -> list[str]:
+    """Processes whose command line or working folder is under `path`: what a build there left running."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            continue
+        if str(path) in cmdline or cwd.startswith(str(path)):
+            found.append(f"{proc.name}: {cmdline[:120]}")
+    return found
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_every_session_and_its_compilers(demo_project, tmp_path):
+    proj, env, checkout = demo_project
+    proc = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(proj), "matrix"],
+                            env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)  # its own group: the test plays the terminal's Ctrl-C
+    deadline = time.monotonic() + 300
+    while not any("cc1plus" in p for p in processes_under(tmp_path)):
+        assert proc.poll() is None and time.monotonic() < deadline, "no compiler started"
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode != 0, out[-2000:]
+    for _ in range(50):  # every session's process tree is gone (nox stops them; each stops its build)
+        left = processes_under(tmp_path)
+        if not left:
+            break
+        time.sleep(0.1)
+    assert left == [], left
 
 
 @pytest.mark.slow

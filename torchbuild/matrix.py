@@ -19,7 +19,9 @@ from typing import Mapping
 
 from . import console as _console
 from .build import BuildRequest, build, report
+from .build.execute import worktree_state
 from .build.request import split_supported
+from .build.slots import SLOTS_ENV, take_slot
 from .config import Config
 from .console import mask
 from .errors import TorchbuildError
@@ -27,6 +29,8 @@ from .locks import locked
 from .run import run
 
 SUMMARY = "matrix-summary.json"
+INSTALL_STAMP = ".torchbuild-installed"
+STARTED = "TORCHBUILD_MATRIX_STARTED"  # when `inv matrix` started nox (epoch seconds)
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,9 @@ class SessionRecord:
     wheel: str | None = None
     reason: str = ""
     path: str = ""  # "split": the core built once per CUDA, the Python part per Python; "one build"
+    waits: dict[str, float] = dataclasses.field(default_factory=dict)  # queued / core / job slot: seconds
+    env: str = ""  # the session's env (nox's venv)
+    fingerprint: str = ""  # what the result depends on; unchanged: `inv matrix` does not run it again
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> SessionRecord:
@@ -92,18 +99,21 @@ def skip_reason(cfg: Config, python: str, cuda: str) -> str | None:
 
 
 def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: Path | None = None,
-                env: Mapping[str, str] | None = None) -> SessionRecord:
+                env: Mapping[str, str] | None = None, started: float | None = None) -> SessionRecord:
     """Build one pair's wheel (in `venv`, nox's env for the session) and smoke-import it.
 
-    The record is also merged into dist/matrix-summary.json."""
+    The record (with what the session waited for, and its fingerprint) is merged into
+    dist/matrix-summary.json."""
     env = dict(os.environ if env is None else env)
     if venv is not None:  # nox's env: the build runs in it as "the active environment"
         env["VIRTUAL_ENV"] = str(venv)
         env["PATH"] = str(venv / "bin") + os.pathsep + env.get("PATH", "")
     name = session_name(python, cuda)
     dist = cfg.root / "dist" / name
-    record = SessionRecord(name, python, cuda)
+    source = worktree_state(cfg.source_path, True)  # before the build: an edit during it leaves the session stale
     start = time.monotonic()
+    waits = {"queued": round(max(0.0, (started or time.time()) - float(env[STARTED])), 2)} if env.get(STARTED) else {}
+    record = SessionRecord(name, python, cuda, env=str(venv or ""))
     con = _console.get()
     reason = None if force else skip_reason(cfg, python, cuda)
     if reason:
@@ -114,37 +124,158 @@ def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: 
                                       python=None if venv is not None else python)
         split = cfg.matrix.split and split_supported(cfg.source_path)
         try:
-            core = build_core(cfg, request, env) if split else None
-            outcome = build(cfg, dataclasses.replace(request, part="python") if split else request, env)
+            core, core_waits = build_core(cfg, request, env) if split else (None, {})
+            slots = int(env.get(SLOTS_ENV) or 1)
+            with take_slot(cfg.cache_root, cfg.source_path, slots) as where:  # side by side: a copy of its own
+                if where != cfg.source_path:
+                    con.info(f"building in the slot {where} (a synced copy of {cfg.source_path})")
+                here = dataclasses.replace(cfg, source=dataclasses.replace(cfg.source, path=str(where)))
+                outcome = build(here, dataclasses.replace(request, part="python") if split else request, env)
             report(outcome)
             result = outcome.result
             assert result is not None
+            for what, seconds in (*core_waits.items(), ("checkout", result.waited_for_checkout),
+                                  ("job slot", result.waited_for_jobs)):
+                waits[what] = waits.get(what, 0.0) + seconds
             record = dataclasses.replace(record, hits=result.hits, misses=result.misses, hit_rate=result.hit_rate,
                                          wheel=str(result.wheel) if result.wheel else None,
                                          path="split" if split else "one build")
             if result.wheel is None:
                 raise TorchbuildError(f"the build left no wheel in {dist}", "look at the build log")
             smoke_import(Path(str(result.python)), result.wheel, result.package, [core] if core else [])
+            record = dataclasses.replace(record, fingerprint=fingerprint(cfg, python, cuda, venv, source,
+                                                                         [result.wheel, core]))
         except TorchbuildError as exc:
             record = dataclasses.replace(record, result="failed", reason=exc.message)
             con.error(f"{name}: {exc.message}", exc.hint)
-    record = dataclasses.replace(record, seconds=round(time.monotonic() - start, 2))
+    if record.result == "skipped":
+        record = dataclasses.replace(record, fingerprint=fingerprint(cfg, python, cuda, venv, source, []))
+    record = dataclasses.replace(record, seconds=round(time.monotonic() - start, 2),
+                                 waits={k: round(v, 2) for k, v in waits.items() if v >= 0.05})
     write_summary(cfg.root / "dist" / SUMMARY, record)
     return record
 
 
-def build_core(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> Path:
+def fingerprint(cfg: Config, python: str, cuda: str, venv: Path | None, source: list[object],
+                outputs: list[Path | None]) -> str:
+    """What a session's result depends on, hashed: the checkout's commit and changed files (taken before
+    the build), the settings and configure variables, the tools on PATH, the CUDA toolkits, the env's
+    packages, and the wheels it made. Cheap (stats and two git calls): `inv matrix` checks it for every
+    session before starting nox, so a matrix with nothing to do costs well under a second."""
+    import hashlib
+    import shutil
+
+    from . import __version__
+    from .build.plan import affects_configure
+    from .toolchain.cuda import candidate_roots
+
+    def ident(path: Path | str | None) -> list[object]:
+        try:
+            st = Path(path).stat() if path else None
+        except OSError:
+            st = None
+        return [str(path), st.st_size if st else None, st.st_mtime_ns if st else None]
+
+    search = (str(venv / "bin") + os.pathsep if venv else "") + os.environ.get("PATH", "")
+    tools = [ident(shutil.which(t, path=search)) for t in ("cc", "c++", "cmake", "ninja", "nvcc", "ccache", "sccache",
+                                                           "distcc")]
+    cpu = cuda in ("none", "cpu")
+    roots = [] if cpu else [ident(r / "bin" / "nvcc")
+                            for r, _ in candidate_roots(os.environ, cfg.toolchain.cuda_roots, cfg.cache_root)]
+    site = [ident(p) for p in sorted(venv.glob("lib/python*/site-packages"))] if venv else []
+    variables = sorted((k, v) for k, v in os.environ.items()
+                       if affects_configure(k) or k.startswith("TORCHBUILD_") and k not in (STARTED, SLOTS_ENV))
+    data = [__version__, python, cuda, source, repr(cfg.build), repr(cfg.cache), repr(cfg.toolchain),
+            cfg.matrix.split, str(cfg.source_path), variables, tools, roots, site, [ident(o) for o in outputs if o]]
+    return hashlib.sha256(json.dumps(data, default=str).encode()).hexdigest()[:20]
+
+
+def current(cfg: Config, record: SessionRecord, source: list[object]) -> bool:
+    """Whether the session's last result still holds: it succeeded (or was skipped) and nothing it
+    depends on has changed since."""
+    if record.result not in ("ok", "skipped") or not record.fingerprint:
+        return False
+    venv = Path(record.env) if record.env else None
+    if venv is not None and not venv.exists():
+        return False
+    outputs: list[Path | None] = []
+    if record.result == "ok":
+        core = next(iter(sorted((cfg.root / "dist" / f"core-{record.cuda}-{cfg.build.build_type}" / "py3")
+                                .glob("*.whl"))), None) if record.path == "split" else None
+        outputs = [Path(record.wheel) if record.wheel else None, core]
+    return fingerprint(cfg, record.python, record.cuda, venv, source, outputs) == record.fingerprint
+
+
+def budget(cfg: Config, pairs: list[tuple[str, str]]) -> tuple[int, str]:
+    """The matrix's one job budget: MAX_JOBS of one build from cores and free memory (CUDA's per-job
+    memory if any session builds CUDA), plus the distcc hosts' slots."""
+    from .build.plan import remote_slots
+    from .toolchain import system
+
+    chosen = system.choose_jobs(os.cpu_count() or 1, system.available_memory(),
+                                any(c not in ("none", "cpu") for _, c in pairs))
+    if cfg.build.jobs:
+        return cfg.build.jobs, f"{cfg.build.jobs} (build.jobs)"
+    if cfg.build.distributed == "distcc" and cfg.build.hosts:
+        slots = remote_slots(cfg.build.hosts)
+        return chosen.jobs + slots, f"{chosen.jobs + slots} ({chosen.reason} + {slots} distcc slots)"
+    return chosen.jobs, chosen.reason
+
+
+def build_core(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> tuple[Path, dict[str, float]]:
     """The split build's first half: the Python-independent core's wheel for this CUDA and build type,
-    built once (later sessions find its tree up to date) and installed into this session's env."""
+    built once (later sessions find its tree and wheel up to date), tagged for any Python, and installed
+    into this session's env unless it is there already. Returns the wheel and the seconds waited: for
+    another session building the core, for the checkout, for job slots."""
     core = cfg.root / "dist" / f"core-{request.cuda}-{request.build_type}"
-    with locked(core.with_suffix(".lock"), f"building the core into {core}"):  # sessions side by side: once
-        done = build(cfg, dataclasses.replace(request, part="core", dist=core), env).result
-    if done is None or done.wheel is None:
-        raise TorchbuildError(f"the core build left no wheel in {core}", "look at the build log")
-    run([str(done.python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(done.wheel)],
-        echo=False)
-    _console.get().info(f"core: {done.wheel.name}, built once for every Python of this CUDA")
-    return done.wheel
+    asked = time.monotonic()
+    with locked(core.with_suffix(".lock"), f"building the core into {core}",
+                "another session is building the core"):  # sessions side by side: the first builds it
+        waited = time.monotonic() - asked
+        with take_slot(cfg.cache_root, cfg.source_path, 1):  # the core builds in the checkout itself
+            done = build(cfg, dataclasses.replace(request, part="core", dist=core), env).result
+        if done is None or done.wheel is None:
+            raise TorchbuildError(f"the core build left no wheel in {core}", "look at the build log")
+        wheel = any_python(done.wheel, core / "py3")
+    stamp = Path(str(done.python)).parent.parent / ".torchbuild-core"
+    installed = f"{wheel} {wheel.stat().st_mtime_ns}"
+    if not (stamp.exists() and stamp.read_text() == installed):
+        run([str(done.python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(wheel)],
+            echo=False)
+        stamp.write_text(installed)
+    _console.get().info(f"core: {wheel.name}, built once for every Python of this CUDA")
+    return wheel, {"core": waited, "checkout": done.waited_for_checkout, "job slot": done.waited_for_jobs}
+
+
+def any_python(wheel: Path, folder: Path) -> Path:
+    """The core's wheel tagged `py3-none-<platform>` (it holds no Python extension), made once in `folder`.
+    A setup.py tags every platform wheel with the Python that built it, which pip then refuses elsewhere."""
+    import base64
+    import hashlib
+    import zipfile
+
+    name, version, python, abi, platform = wheel.name[:-4].split("-")[-5:]
+    if (python, abi) == ("py3", "none"):
+        return wheel
+    out = folder / f"{name}-{version}-py3-none-{platform}.whl"
+    if out.exists() and out.stat().st_mtime_ns >= wheel.stat().st_mtime_ns:
+        return out
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(f".{os.getpid()}.tmp")
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as dst:
+        infos = src.infolist()
+        record = next(i.filename for i in infos if i.filename.endswith(".dist-info/RECORD"))
+        meta = record.rsplit("/", 1)[0] + "/WHEEL"
+        data = src.read(meta).decode().replace(f"Tag: {python}-{abi}-{platform}", f"Tag: py3-none-{platform}")
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data.encode()).digest()).rstrip(b"=").decode()
+        rows = [f"{meta},sha256={digest},{len(data.encode())}" if line.startswith(meta + ",") else line
+                for line in src.read(record).decode().splitlines()]
+        for info in infos:
+            body = data.encode() if info.filename == meta else ("\n".join(rows) + "\n").encode() \
+                if info.filename == record else src.read(info)
+            dst.writestr(info, body)
+    tmp.replace(out)
+    return out
 
 
 def smoke_import(env_python: Path, wheel: Path, package: str, extra: list[Path] | None = None) -> None:
@@ -169,16 +300,31 @@ def smoke_import(env_python: Path, wheel: Path, package: str, extra: list[Path] 
         _console.get().ok(f"{wheel.name} imports in a fresh env")
 
 
-def write_summary(path: Path, record: SessionRecord) -> None:
-    """Merge one record into the summary file: atomically (a reader never sees half a file) and under a
-    lock (two writers never lose each other's records)."""
+def write_summary(path: Path, record: SessionRecord | None = None, run_info: Mapping[str, object] | None = None
+                  ) -> None:
+    """Merge one session's record (or the last `inv matrix` run's figures) into the summary file:
+    atomically (a reader never sees half a file) and under a lock (two writers never lose each other's)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with locked(path.with_suffix(".lock"), "writing the matrix summary"):  # sessions of two matrices at once
-        others = [r for r in read_summary_file(path) if r.session != record.session]
-        data = {"sessions": [dataclasses.asdict(r) for r in [*others, record]]}
+        try:
+            old = json.loads(path.read_text())
+        except (OSError, ValueError):
+            old = {}
+        others = [r for r in read_summary_file(path) if record is None or r.session != record.session]
+        data = {"sessions": [dataclasses.asdict(r) for r in [*others, *([record] if record else [])]],
+                "run": dict(run_info) if run_info is not None else old.get("run", {}) if isinstance(old, dict) else {}}
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(mask(json.dumps(data, indent=2)) + "\n")
         tmp.replace(path)
+
+
+def read_run(root: Path) -> dict[str, object]:
+    """The last `inv matrix` run's figures (parallel, budget, peaks, wall time)."""
+    try:
+        data = json.loads((root / "dist" / SUMMARY).read_text()).get("run") or {}
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError, AttributeError):
+        return {}
 
 
 def read_summary_file(path: Path) -> list[SessionRecord]:
@@ -192,21 +338,36 @@ def read_summary(root: Path) -> list[SessionRecord]:
     return read_summary_file(root / "dist" / SUMMARY)
 
 
-def table(records: list[SessionRecord]) -> list[tuple[str, ...]]:
+def table(records: list[SessionRecord], fresh: set[str] | None = None) -> list[tuple[str, ...]]:
+    """Summary rows; sessions not in `fresh` (when given) were up to date and did not run."""
     rows: list[tuple[str, ...]] = []
     for r in records:
         rate = f"{r.hit_rate:.0%}" if r.hit_rate is not None else "-"
-        rows.append((r.session, r.python, r.cuda, r.result, f"{r.seconds:.1f}s", rate, r.path or "-",
+        time_ = f"{r.seconds:.1f}s" if fresh is None or r.session in fresh else "up to date"
+        waited = ", ".join(f"{k} {v:.1f}s" for k, v in r.waits.items()) or "-"
+        rows.append((r.session, r.python, r.cuda, r.result, time_, waited, rate, r.path or "-",
                      r.wheel or r.reason or "-"))
     return rows
 
 
-def requirements(cfg: Config, python_version: str) -> tuple[str | None, list[str]]:
-    """(pip bootstrap pin, build requirements) for a session's env, as `inv env.create` has them."""
+def installs(cfg: Config, python_version: str, venv: Path) -> tuple[list[list[str]], str]:
+    """What a session's env needs installed, as pip argument lists (the pip bootstrap pin, then the build
+    requirements, as `inv env.create` has them), and the stamp to write once they are in. Nothing when
+    the env's stamp says they were installed already: a session that runs again spends no time in pip."""
     from . import envs
 
     checkout = cfg.source_path if cfg.source_path.exists() else None
-    return envs.pip_bootstrap(python_version), envs.requirements(checkout, python_version)
+    pin, reqs = envs.pip_bootstrap(python_version), envs.requirements(checkout, python_version)
+    import hashlib
+
+    stamp = hashlib.sha256(json.dumps([pin, reqs, cfg.mirrors.pip_options()]).encode()).hexdigest()  # no url kept
+    if (venv / INSTALL_STAMP).exists() and (venv / INSTALL_STAMP).read_text() == stamp:
+        return [], stamp
+    return [*([["--upgrade", pin]] if pin else []), reqs], stamp
+
+
+def mark_installed(venv: Path, stamp: str) -> None:
+    (venv / INSTALL_STAMP).write_text(stamp)
 
 
 def expose_interpreters(cfg: Config, pythons: list[str], env: Mapping[str, str] | None = None) -> Path:

@@ -93,7 +93,7 @@ class _Children:
         with self._lock:
             self._procs.discard(proc)
 
-    def stop_all(self, grace: float = 3.0) -> None:
+    def stop_all(self, grace: float = 0.5) -> None:
         """SIGINT each group, then SIGTERM, then SIGKILL whatever is left."""
         self.interrupted = True
         with self._lock:

@@ -8,6 +8,7 @@ forever).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -15,9 +16,10 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Callable, Mapping
+from typing import IO, Callable, Iterator, Mapping
 
 from .. import console as _console
+from .. import jobserver
 from ..diagnose import Diagnosis, diagnose
 from ..errors import CommandError, TorchbuildError
 from ..progress import Tracker
@@ -25,7 +27,16 @@ from ..run import format_command, run
 from . import record
 from .plan import Plan, affects_configure, package_name
 from .request import BuildRequest
-from .trees import activate_tree, build_lock, configure_changes, exclude_state, read_marker, remove_tree, write_marker
+from .trees import (
+    activate_tree,
+    build_lock,
+    configure_changes,
+    exclude_state,
+    kept_wheel,
+    read_marker,
+    remove_tree,
+    write_marker,
+)
 
 
 @dataclass
@@ -41,6 +52,8 @@ class BuildResult:
     python: Path | None = None
     package: str = "torch"
     up_to_date: bool = False
+    waited_for_jobs: float = 0.0  # seconds waiting for a job slot of `inv matrix`'s shared budget
+    waited_for_checkout: float = 0.0  # seconds waiting for another build in the same checkout
 
     @property
     def hit_rate(self) -> float | None:
@@ -79,7 +92,9 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
     checkout = plan.checkout
     start = time.monotonic()
     result = BuildResult(plan.key, 0.0, log=plan.log, python=plan.env.python, package=plan.package)
-    with build_lock(checkout):
+    asked = time.monotonic()
+    with build_lock(checkout):  # setup.py builds in the checkout's build/: one build at a time
+        result.waited_for_checkout = time.monotonic() - asked
         exclude_state(checkout)
         if opts.clean:
             remove_tree(checkout, plan.key)
@@ -96,12 +111,15 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                      + (f" (+{len(changed) - 4} more)" if len(changed) > 4 else ""))
             (build / "CMakeCache.txt").unlink()
         stamp = inputs_stamp(plan)
-        if not (opts.wheel or opts.clean or opts.rerun or changed) and marker and marker.get("done") == stamp \
-                and nothing_to_do(build, plan, base_env) and installed(plan):
-            con.info("up to date: ninja has no work, the inputs and the install are unchanged; nothing was run "
+        kept = kept_wheel(marker) if plan.wheel else None
+        if not (opts.clean or opts.rerun or changed) and marker and marker.get("done") == stamp \
+                and nothing_to_do(build, plan, base_env) and (kept if plan.wheel else installed(plan)):
+            what = f"the wheel {kept.name}" if kept else "the install"
+            con.info(f"up to date: ninja has no work, the inputs and {what} are unchanged; nothing was run "
                      "(--rerun runs the build command anyway)")
             result.seconds = time.monotonic() - start
             result.up_to_date = True
+            result.wheel = kept
             return result
         build.mkdir(exist_ok=True)  # the tree is this configuration's from now on, even if interrupted
         write_marker(build, plan.key, plan.configure, None, remedies)
@@ -118,13 +136,16 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                 check=False)
         tracker = Tracker()
         probed = record.start(plan, base_env)
-        con.info(f"building {plan.key} with MAX_JOBS={plan.changes.get('MAX_JOBS')}; log: {plan.log}")
+        jobs = f"MAX_JOBS={plan.changes['MAX_JOBS']}" if plan.changes.get("MAX_JOBS") else "the jobserver's jobs"
+        con.info(f"building {plan.key} with {jobs}; log: {plan.log}")
         with open(plan.log, "w", buffering=1) as log:  # line-buffered: `tail -f` works
             for attempt in (1, 2):
                 log.write(format_command(list(plan.command), base_env, plan.changes, checkout) + "\n")
                 try:
-                    run(list(plan.command), cwd=checkout, env=plan.changes, base_env=base_env, echo=opts.verbose,
-                        on_line=_show(tracker, opts.verbose, log), log=log)
+                    with job_slots(plan) as (changes, waited):
+                        result.waited_for_jobs += waited
+                        run(list(plan.command), cwd=checkout, env=changes, base_env=base_env, echo=opts.verbose,
+                            on_line=_show(tracker, opts.verbose, log), log=log)
                     break
                 except CommandError as exc:
                     con.clear_progress()
@@ -138,7 +159,8 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                         continue
                     _fail(plan, tracker, found, exc.returncode, probed, time.monotonic() - start, remedies)
         con.clear_progress()
-        write_marker(build, plan.key, plan.configure, None if plan.wheel else stamp, remedies)
+        made = newest_wheel(plan.dist, before) if plan.dist else None
+        write_marker(build, plan.key, plan.configure, stamp if made or not plan.wheel else None, remedies, made)
         record.write(probed, plan, time.monotonic() - start, "ok", 0, remedies)
     result.seconds = time.monotonic() - start
     result.compiles = tracker.compiles
@@ -149,11 +171,28 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         stats = run([sccache, "--stop-server"], env=plan.changes, base_env=base_env, capture=True, echo=False,
                     check=False).stdout
         result.hits, result.misses = parse_sccache_stats(stats)
-    if plan.dist:
-        made = sorted(set(plan.dist.glob("*.whl")) - before) or sorted(plan.dist.glob("*.whl"),
-                                                                         key=lambda p: p.stat().st_mtime)[-1:]
-        result.wheel = made[-1] if made else None
+    result.wheel = made
     return result
+
+
+def newest_wheel(dist: Path, before: set[Path]) -> Path | None:
+    """The wheel the build made in `dist` (the newest there when it replaced one of the same name)."""
+    made = sorted(set(dist.glob("*.whl")) - before) or sorted(dist.glob("*.whl"), key=lambda p: p.stat().st_mtime)[-1:]
+    return made[-1] if made else None
+
+
+@contextlib.contextmanager
+def job_slots(plan: Plan) -> Iterator[tuple[Mapping[str, str | None], float]]:
+    """The build's environment while it holds its job slots of a shared jobserver (`inv matrix` side by
+    side), and the seconds it waited for the first; without a jobserver, the plan's as it is."""
+    if plan.jobserver is None or not plan.jobserver.is_fifo():
+        yield plan.changes, 0.0
+        return
+    most = 1 if plan.ninja_joins else int(plan.changes.get("MAX_JOBS") or 1)
+    with jobserver.take(plan.jobserver, most) as held:
+        if held.waited >= 0.5:
+            _console.get().info(f"waited {held.waited:.1f}s for a job slot of the shared budget")
+        yield (plan.changes if plan.ninja_joins else {**plan.changes, "MAX_JOBS": str(held.count)}), held.waited
 
 
 def with_remedies(plan: Plan, remedies: Mapping[str, str]) -> Plan:
@@ -214,10 +253,11 @@ def _log_tail(log: Path, size: int = 4 * 1024 * 1024) -> str:
 
 def inputs_stamp(plan: Plan) -> str:
     """What a no-op build depends on beyond ninja's graph: the command, the configure environment,
-    the commit, and the files setup.py reads (setup.py, pyproject.toml, version.txt, requirements)."""
+    the commit, and the files setup.py reads (setup.py, pyproject.toml, version.txt, requirements).
+    A wheel also holds the Python sources ninja does not track: the working tree's changes count too.
+    The core of a split build is the same for every Python: its env's interpreter does not count."""
     import hashlib
 
-    head = plan.checkout / ".git"
     files = []
     for name in ("setup.py", "pyproject.toml", "version.txt", "requirements.txt", "requirements-build.txt",
                  "CMakeLists.txt", ".gitmodules"):
@@ -225,12 +265,29 @@ def inputs_stamp(plan: Plan) -> str:
         if path.exists():
             st = path.stat()
             files.append((name, st.st_size, st.st_mtime_ns))
-    commit = ""
-    if head.exists():
-        commit = run(["git", "rev-parse", "HEAD"], cwd=plan.checkout, capture=True, echo=False,
-                     check=False).stdout.strip()
-    data = json.dumps([plan.command, sorted(plan.configure.items()), commit, files, str(plan.env.python)])
+    core = plan.changes.get("BUILD_LIBTORCH_WHL") == "1"
+    command = ["python", *plan.command[1:]] if core else [*plan.command, str(plan.env.python)]
+    tree = worktree_state(plan.checkout, plan.wheel)
+    if plan.wheel and not tree:  # a build slot (no git to ask what changed): its wheel is always made anew
+        tree = [time.time()]
+    data = json.dumps([command, sorted(plan.configure.items()), tree, files])
     return hashlib.sha256(data.encode()).hexdigest()[:20]
+
+
+def worktree_state(checkout: Path, changes: bool) -> list[object]:
+    """The commit, and with `changes` every changed or new file (submodules' too) by size and mtime."""
+    if not (checkout / ".git").exists():
+        return []
+    state: list[object] = [run(["git", "rev-parse", "HEAD"], cwd=checkout, capture=True, echo=False,
+                               check=False).stdout.strip()]
+    if changes:
+        status = run(["git", "status", "--porcelain", "-z", "--untracked-files=all"], cwd=checkout, capture=True,
+                     echo=False, check=False).stdout
+        for entry in filter(None, status.split("\0")):
+            path = checkout / entry[3:]
+            st = path.stat() if path.is_file() else None
+            state.append([entry, st.st_size if st else None, st.st_mtime_ns if st else None])
+    return state
 
 
 def nothing_to_do(build: Path, plan: Plan, base_env: Mapping[str, str]) -> bool:

@@ -4,13 +4,14 @@ compiler cache, release checks. The only step of a build that probes; planning i
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from .. import compat, envs, patches
+from .. import compat, envs, jobserver, patches
 from .. import console as _console
 from ..config import Config
 from ..envs import EnvChoice
@@ -32,6 +33,8 @@ class BuildFacts:
     distcc: str | None = None  # distcc, when build.distributed is distcc
     remote: str | None = None  # the remote cache url, password put in
     notes: tuple[str, ...] = ()
+    jobserver: Path | None = None  # the fifo of a jobserver in MAKEFLAGS (inv matrix side by side)
+    ninja_joins: bool = False  # the build's ninja takes its jobs from that jobserver by itself
 
 
 def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildFacts:
@@ -68,9 +71,18 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
     if gpus and gpus.driver_cuda and toolkit and compat.vkey(toolkit.version) > compat.vkey(gpus.driver_cuda):
         _console.get().warn(f"CUDA {toolkit.version} is newer than the driver's CUDA {gpus.driver_cuda}: the build "
                             "works, running its kernels needs a newer driver")
+    fifo = jobserver.fifo_of(env.get("MAKEFLAGS"))
     return BuildFacts(choice, toolkit, host_cxx, gpus.arch_list if gpus else None,
                       find_launcher(cfg, choice.prefix, env), find_distcc(cfg, env), remote_url(cfg, env),
-                      tuple(notes))
+                      tuple(notes), fifo, bool(fifo) and jobserver.joins_by_itself(ninja_version(choice.prefix, env)))
+
+
+def ninja_version(prefix: Path, env: Mapping[str, str]) -> str | None:
+    """The version of the ninja a build in this env runs (its own first, then PATH's)."""
+    from ..run import run
+
+    ninja = shutil.which("ninja", path=str(prefix / "bin") + os.pathsep + env.get("PATH", ""))
+    return run([ninja, "--version"], capture=True, echo=False, check=False).stdout.strip() if ninja else None
 
 
 def check_disk(checkout: Path, min_free_gb: float) -> None:

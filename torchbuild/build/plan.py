@@ -51,6 +51,8 @@ class Plan:
     dist: Path | None = None
     launcher: str | None = None
     package: str = "torch"
+    jobserver: Path | None = None  # take job tokens from this fifo around the build command
+    ninja_joins: bool = False  # ninja takes the rest itself; otherwise MAX_JOBS = the tokens taken
 
 
 
@@ -141,6 +143,13 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
             jobs, jobs_reason = jobs + slots, f"{jobs + slots} ({jobs_reason} here + {slots} distcc slots on " \
                                               f"{len(cfg.build.hosts)} host(s))"
     changes["MAX_JOBS"] = str(jobs)
+    joins = facts.ninja_joins and not opts.jobs
+    if facts.jobserver:  # side by side under `inv matrix`: one budget for every build
+        if joins:
+            changes["MAX_JOBS"] = changes["CMAKE_BUILD_PARALLEL_LEVEL"] = None  # no -j: ninja asks the jobserver
+            jobs_reason = f"shared: ninja takes its jobs from the jobserver in MAKEFLAGS ({facts.jobserver})"
+        else:
+            jobs_reason = f"the jobserver's tokens free at the start, at most {jobs} (this ninja cannot join it)"
     prefix_path = base_env.get("CMAKE_PREFIX_PATH")
     changes["CMAKE_PREFIX_PATH"] = str(env.prefix) + (os.pathsep + prefix_path if prefix_path else "")
     changes["USE_NINJA"] = "1"
@@ -192,7 +201,7 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
         configure["python"] = str(env.python)
     return Plan(checkout, env, toolkit, key, configure, changes, build_command(checkout, env, opts.wheel, dist),
                 log, stats_log, jobs_reason, tuple(notes), opts.wheel, dist if opts.wheel else None, launcher,
-                package_name(checkout))
+                package_name(checkout), facts.jobserver, joins)
 
 
 def remote_slots(hosts: list[str]) -> int:

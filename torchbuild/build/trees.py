@@ -82,11 +82,27 @@ def build_lock(checkout: Path) -> contextlib.AbstractContextManager[None]:
 
 
 def write_marker(build: Path, key: str, configure: Mapping[str, str], done: str | None,
-                 remedies: Mapping[str, str] | None = None) -> None:
-    """Record which configuration a tree holds, how it was configured, its last complete inputs, and
-    the remedies (known-failure fixes) applied to it, which its later builds keep."""
-    data = {"key": key, "configure": dict(configure), "done": done, "remedies": dict(remedies or {})}
+                 remedies: Mapping[str, str] | None = None, wheel: Path | None = None) -> None:
+    """Record which configuration a tree holds, how it was configured, its last complete inputs, the
+    remedies (known-failure fixes) applied to it, which its later builds keep, and the wheel it made."""
+    data = {"key": key, "configure": dict(configure), "done": done, "remedies": dict(remedies or {}),
+            "wheel": wheel_id(wheel) if wheel else None}
     (build / MARKER).write_text(json.dumps(data, indent=2))
+
+
+def wheel_id(wheel: Path) -> list[object]:
+    """A wheel file as the marker keeps it: path, size and mtime (a rebuilt or replaced wheel differs)."""
+    st = wheel.stat()
+    return [str(wheel), st.st_size, st.st_mtime_ns]
+
+
+def kept_wheel(marker: Mapping[str, object] | None) -> Path | None:
+    """The wheel the tree's last build made, if it is still there unchanged."""
+    recorded = marker.get("wheel") if marker else None
+    if not isinstance(recorded, list) or not recorded:
+        return None
+    wheel = Path(str(recorded[0]))
+    return wheel if wheel.exists() and wheel_id(wheel) == recorded else None
 
 
 def exclude_state(checkout: Path) -> None:

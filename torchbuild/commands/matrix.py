@@ -1,35 +1,83 @@
-"""`inv matrix`: nox's build sessions, then the summary table."""
+"""`inv matrix`: nox's build sessions side by side under one job budget, then the summary table.
+
+Sessions whose fingerprint is unchanged since they last succeeded are not run again (nox is not
+even started when none is left). The rest run in nox's parallel mode; a GNU make jobserver holds the
+job budget from cores and free memory, so N sessions never start N x MAX_JOBS compilers.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+import time
 from typing import Sequence
 
 from .. import console as _console
+from .. import jobserver, usage
 from .. import matrix as m
+from ..build.execute import worktree_state
+from ..build.slots import SLOTS_ENV
 from ..config import Config
 from ..run import run
+from ..toolchain import system
 from . import table
 
+HEADER = ("session", "python", "cuda", "result", "time", "waited", "ccache hits", "path", "wheel / reason")
 
-def matrix(cfg: Config, failed: bool = False, sessions: Sequence[str] = (), force: bool = False) -> int:
-    """Run nox's build sessions (all, some, or the failed ones), then print the summary table."""
+
+def matrix(cfg: Config, failed: bool = False, sessions: Sequence[str] = (), force: bool = False,
+           rerun: bool = False, parallel: int | None = None) -> int:
+    """Run nox's build sessions (all, some, or the failed ones) that are not up to date, side by side,
+    then print the summary table."""
     con = _console.get()
-    names = list(sessions)
+    records = {r.session: r for r in m.read_summary(cfg.root)}
+    pairs = m.combos(cfg)
+    names = list(sessions) or [m.session_name(p, c) for p, c in pairs]
     if failed:
-        names = [r.session for r in m.read_summary(cfg.root) if r.result == "failed"]
+        names = [r.session for r in records.values() if r.result == "failed"]
         if not names:
             con.info("no failed session in dist/matrix-summary.json: nothing to run again")
             return 0
-    argv = [sys.executable, "-m", "nox", "--noxfile", str(cfg.root / "noxfile.py"), "-s", *(names or ["build"])]
-    if force:
-        argv += ["--", "--force"]
-    result = run(argv, cwd=cfg.root, check=False, on_line=con.result)
-    records = m.read_summary(cfg.root)
-    if records:
-        header = ("session", "python", "cuda", "result", "time", "ccache hits", "path", "wheel / reason")
-        table(m.table(records), header)
-        con.info(f"summary: {cfg.root / 'dist' / m.SUMMARY}")
+    source = worktree_state(cfg.source_path, True)
+    todo = [n for n in names if rerun or force or n not in records or not m.current(cfg, records[n], source)]
+    if not todo:
+        show(cfg, names, set())
+        con.ok(f"all {len(names)} sessions are up to date: nothing they depend on changed since they last ran "
+               "(--rerun runs them anyway)")
+        return 0
+    if len(todo) < len(names):
+        con.info(f"{len(names) - len(todo)} of {len(names)} sessions are up to date; running {len(todo)}")
+    jobs, reason = m.budget(cfg, pairs)
+    at_once = max(1, min(len(todo), parallel or cfg.matrix.parallel or max(2, jobs)))
+    argv = [sys.executable, "-m", "nox", "--noxfile", str(cfg.root / "noxfile.py"), "-s", *todo]
+    argv += ["-j", str(at_once)] if at_once > 1 else []
+    argv += ["--", "--force"] if force else []
+    con.info(f"{len(todo)} session(s), {at_once} at a time, sharing {jobs} compile jobs: {reason}")
+    free = system.available_memory()
+    start = time.monotonic()
+    outer = os.environ.get("MAKEFLAGS", "")  # under `make -j`: take part in make's budget instead
+    served = jobserver.serve(jobs) if jobserver.fifo_of(outer) is None else contextlib.nullcontext(outer)
+    with served as makeflags, usage.Watch() as watch:
+        env = {"MAKEFLAGS": makeflags, m.STARTED: f"{time.time():.3f}", SLOTS_ENV: str(at_once)}
+        result = run(argv, cwd=cfg.root, env=env, check=False, on_line=con.result)
+    info = {"sessions run": len(todo), "at once": at_once, "job budget": jobs, "budget reason": reason,
+            "wall seconds": round(time.monotonic() - start, 2), "most compilers at once": watch.peak.compilers,
+            "peak rss bytes": watch.peak.rss, "peak compilers rss bytes": watch.peak.compilers_rss,
+            "free memory bytes at start": free}
+    m.write_summary(cfg.root / "dist" / m.SUMMARY, run_info=info)
+    show(cfg, names, set(todo))
+    con.info(f"wall {info['wall seconds']}s for {len(todo)} session(s), {at_once} at a time; at most "
+             f"{watch.peak.compilers} compilers at once (budget {jobs}); peak memory "
+             f"{watch.peak.rss / system.GIB:.2f} GiB of {free / system.GIB:.1f} GiB free at the start")
     if result.returncode:
         con.warn("some sessions failed; `inv matrix --failed` runs only those again")
     return result.returncode
+
+
+def show(cfg: Config, names: list[str], fresh: set[str]) -> None:
+    order = {name: i for i, name in enumerate(names)}
+    records = sorted((r for r in m.read_summary(cfg.root) if r.session in order), key=lambda r: order[r.session])
+    if records:
+        table(m.table(records, fresh), HEADER)
+        _console.get().info(f"summary: {cfg.root / 'dist' / m.SUMMARY}")

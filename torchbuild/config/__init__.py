@@ -129,6 +129,9 @@ class MatrixConfig:
     exclude: list[str] = _spec([], "combos", "PYTHON:CUDA pairs to leave out, e.g. \"3.10:13.0\"")
     split: bool = _spec(True, "bool", "build the Python-independent core once per CUDA where the checkout "
                                       "supports it (BUILD_LIBTORCH_WHL / BUILD_PYTHON_ONLY)")
+    parallel: int | None = _spec(None, "int?", "sessions side by side under one job budget (default: as many as "
+                                               "the budget has jobs, at least 2; 1: one after another)", min=1,
+                                 max=64)
 
 
 @dataclass(frozen=True)

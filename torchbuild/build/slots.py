@@ -1,0 +1,118 @@
+"""Build slots: copies of the checkout's working tree, so builds side by side do not take turns.
+
+PyTorch's setup.py builds in the checkout's own build/ (and writes into its source folders), so two
+builds of one checkout cannot run at once. `inv matrix` gives each session running beside another
+a slot: slot 0 is the checkout itself; slot N is a folder in the cache kept equal to the checkout's
+working tree (tracked and untracked files that git does not ignore, submodules' too; the build trees
+and the git metadata stay out). Syncing copies only what changed since the last sync, and a slot
+keeps its build trees, so a slot's rebuild is incremental and, with the shared compiler cache
+(CCACHE_BASEDIR), its first build mostly hits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Iterator
+
+from ..run import run
+from .trees import STATE
+
+SLOTS_ENV = "TORCHBUILD_MATRIX_SLOTS"  # how many slots the sessions of an `inv matrix` run may use
+
+
+def slot_path(cache_root: Path, checkout: Path, index: int) -> Path:
+    if index == 0:
+        return checkout
+    tag = hashlib.sha256(str(checkout).encode()).hexdigest()[:8]
+    return cache_root / "slots" / f"{checkout.name}-{tag}" / str(index)
+
+
+@contextlib.contextmanager
+def take_slot(cache_root: Path, checkout: Path, count: int) -> Iterator[Path]:
+    """Hold a free one of `count` slots, synced to the checkout; yields its path. The copies come first,
+    which leaves the checkout to the split build's core; with all busy, waits for the checkout."""
+    for index in [*range(1, max(1, count)), 0]:
+        path = slot_path(cache_root, checkout, index)
+        lockfile = (checkout / STATE / "slot.lock") if index == 0 else path.with_suffix(".lock")
+        lockfile.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(lockfile, "a+")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            continue
+        try:
+            if index:
+                sync(checkout, path)
+            yield path
+            return
+        finally:
+            fh.close()
+    with open(checkout / STATE / "slot.lock", "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield checkout
+
+
+def tracked_files(root: Path, prefix: str = "") -> list[str]:
+    """Paths (relative to the top checkout) of the files git shows in `root`'s working tree: tracked and
+    untracked-but-not-ignored, recursing into submodules (gitlinks)."""
+    if not (root / ".git").exists():
+        return []
+    staged = run(["git", "ls-files", "-z", "--stage"], cwd=root, capture=True, echo=False).stdout
+    others = run(["git", "ls-files", "-z", "--others", "--exclude-standard"], cwd=root, capture=True,
+                 echo=False).stdout
+    out = []
+    for entry in filter(None, staged.split("\0")):
+        if not prefix and entry.partition("\t")[2].split("/", 1)[0] in ("build", STATE):
+            continue  # torchbuild's own build trees and state, even where git does not ignore them
+        meta, _, rel = entry.partition("\t")
+        if meta.startswith("160000"):  # a submodule: its own files
+            out += tracked_files(root / rel, f"{prefix}{rel}/")
+        else:
+            out.append(prefix + rel)
+    out += [prefix + rel for rel in filter(None, others.split("\0"))
+            if prefix or rel.split("/", 1)[0] not in ("build", STATE)]
+    return out
+
+
+def sync(checkout: Path, slot: Path) -> int:
+    """Make `slot` hold the checkout's working tree: copy new and changed files (size or mtime), remove
+    the ones gone since the last sync. Returns how many files were copied."""
+    listing = slot / STATE / "slot-files.json"
+    try:
+        before = set(json.loads(listing.read_text()))
+    except (OSError, ValueError):
+        before = set()
+    files = sorted(set(tracked_files(checkout)))
+    copied = 0
+    for rel in files:
+        src, dst = checkout / rel, slot / rel
+        try:
+            st = src.lstat()
+        except FileNotFoundError:  # deleted in the working tree, not yet in git
+            continue
+        try:
+            dt = dst.lstat()
+            same = (dt.st_size, dt.st_mtime_ns) == (st.st_size, st.st_mtime_ns) and src.is_symlink() == dst.is_symlink()
+        except FileNotFoundError:
+            same = False
+        if not same:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if dst.is_symlink() or dst.exists():
+                dst.unlink()
+            shutil.copy2(src, dst, follow_symlinks=False)
+            copied += 1
+    for rel in before - set(files):
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+            (slot / rel).unlink()
+    listing.parent.mkdir(parents=True, exist_ok=True)
+    tmp = listing.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(files))
+    tmp.replace(listing)
+    return copied
