@@ -10,7 +10,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "torchbuild"
 # Lowest first. A module may import from its own layer or below, never above.
 LAYERS = [
     {"errors", "console"},
-    {"run", "locks", "jobserver"},
+    {"run", "locks", "jobserver", "usage"},
     {"config"},
     {"toolchain", "compat", "progress", "diagnose"},
     {"git"},

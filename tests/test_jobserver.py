@@ -1,0 +1,122 @@
+"""The matrix's one job budget: a real GNU make jobserver (fifo), real ninja builds sharing it, and
+the build slots that let two builds of one checkout run at once."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from torchbuild import jobserver
+from torchbuild.build import slots
+
+from .conftest import git
+
+NINJA = Path(sys.executable).parent / "ninja"  # the test extra's ninja (>= 1.13)
+
+
+def sleepy_project(folder: Path, jobs: int, log: Path) -> Path:
+    """A ninja project of `jobs` independent one-second jobs, each logging its start and end."""
+    folder.mkdir(parents=True)
+    rule = (f"rule s\n  command = sh -c 'echo start $$(date +%s.%N) >> {log}; sleep 1; "
+            f"echo end $$(date +%s.%N) >> {log}; touch $out'\n")
+    (folder / "build.ninja").write_text(rule + "".join(f"build o{i}: s\n" for i in range(jobs)))
+    return folder
+
+
+def most_at_once(log: Path) -> int:
+    events = sorted((float(t), 1 if kind == "start" else -1) for kind, t in (line.split() for line in
+                                                                            log.read_text().splitlines()))
+    running = most = 0
+    for _, step in events:
+        running += step
+        most = max(most, running)
+    return most
+
+
+def test_two_ninjas_under_one_jobserver_never_exceed_its_tokens(tmp_path):
+    version = subprocess.run([str(NINJA), "--version"], capture_output=True, text=True).stdout
+    if not jobserver.joins_by_itself(version):
+        pytest.skip(f"ninja {version.strip()} does not join a jobserver (the test extra installs ninja>=1.13)")
+    log = tmp_path / "jobs.log"
+    projects = [sleepy_project(tmp_path / name, 4, log) for name in ("a", "b")]
+    with jobserver.serve(3) as makeflags:
+        fifo = jobserver.fifo_of(makeflags)
+        assert fifo is not None
+        env = {"MAKEFLAGS": makeflags, "PATH": "/usr/bin:/bin"}
+
+        def build(folder: Path) -> None:  # as a build does: hold one token for ninja's own first job
+            with jobserver.take(fifo, 1):
+                subprocess.run([str(NINJA), "-C", str(folder)], env=env, check=True, capture_output=True)
+
+        threads = [threading.Thread(target=build, args=(p,)) for p in projects]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert most_at_once(log) == 3  # 2 x ninja's default (cores + 2) without it
+
+
+def test_a_ninja_without_the_jobserver_gets_the_free_tokens_as_its_jobs(tmp_path):
+    with jobserver.serve(3) as makeflags:
+        fifo = jobserver.fifo_of(makeflags)
+        assert fifo is not None
+        with jobserver.take(fifo, 8) as first:
+            assert first.count == 3  # all that were free
+            got: list[float] = []
+
+            def second() -> None:
+                with jobserver.take(fifo, 8) as held:
+                    got.append(held.waited)
+
+            t = threading.Thread(target=second)
+            t.start()
+            time.sleep(0.5)
+            assert not got  # none free: the second build waits
+        t.join(timeout=10)
+    assert got and got[0] >= 0.4  # it got its token once the first gave them back
+    assert jobserver.fifo_of(makeflags) is None  # the fifo is gone with the server
+
+
+def test_old_ninja_does_not_count_as_joining():
+    assert jobserver.joins_by_itself("1.13.0.git.kitware.jobserver-pipe-1")
+    assert not jobserver.joins_by_itself("1.11.1") and not jobserver.joins_by_itself(None)
+
+
+def test_a_slot_mirrors_the_working_tree_and_only_what_git_shows(tmp_path):
+    sub = tmp_path / "sub-upstream"
+    sub.mkdir()
+    git(sub, "init", "-q")
+    (sub / "lib.c").write_text("int lib;\n")
+    git(sub, "add", ".")
+    git(sub, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "sub")
+    co = tmp_path / "co"
+    co.mkdir()
+    git(co, "init", "-q")
+    (co / ".gitignore").write_text("*.o\n")
+    (co / "a.py").write_text("A = 1\n")
+    (co / "gone.py").write_text("x\n")
+    git(co, "add", ".")
+    git(co, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "third_party/sub")
+    git(co, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "co")
+    (co / "a.py").write_text("A = 2  # uncommitted\n")
+    (co / "new.py").write_text("NEW = 1\n")  # untracked, not ignored
+    (co / "junk.o").write_text("ignored\n")
+    (co / "build").mkdir()
+    (co / "build" / "CMakeCache.txt").write_text("a build tree\n")
+    slot = slots.slot_path(tmp_path / "cache", co, 1)
+    assert slots.sync(co, slot) == 6  # .gitignore, .gitmodules, a.py, gone.py, new.py, third_party/sub/lib.c
+    assert (slot / "a.py").read_text() == "A = 2  # uncommitted\n" and (slot / "new.py").exists()
+    assert (slot / "third_party/sub/lib.c").read_text() == "int lib;\n"
+    assert not (slot / "junk.o").exists() and not (slot / "build").exists() and not (slot / ".git").exists()
+    (co / "gone.py").unlink()
+    git(co, "rm", "-q", "--cached", "gone.py")
+    assert slots.sync(co, slot) == 0 and not (slot / "gone.py").exists()  # removed, nothing copied again
+    (co / "new.py").write_text("NEW = 22\n")
+    assert slots.sync(co, slot) == 1 and (slot / "new.py").read_text() == "NEW = 22\n"
+    shutil.rmtree(slot)
