@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -195,44 +196,105 @@ class Bench:
 
     # ------------------------------------------------------------------ 5. matrix
     def matrix(self) -> None:
-        """3 Pythons x cpu on the demo: the split build (core once, the Python part per Python), one
-        shared ccache (every Python builds whole), and no sharing, each against one single build."""
+        """`inv matrix`, 3 Pythons x cpu on the demo, each repetition from nothing (no build trees, slots,
+        wheels or compiler cache; the nox envs made once): side by side and one by one, with the split
+        build, one shared ccache, or no sharing, each against a 1-session matrix. Then a no-op matrix."""
         pythons = [p for p in ("3.10", "3.11", "3.12") if any((Path.home() / ".pyenv/versions").glob(f"{p}.*"))]
         if len(pythons) < 3:
             print("matrix: skipped (needs pyenv Pythons 3.10, 3.11 and 3.12)")
             return
-        checkout, env = self.demo("matrix", 8 if self.quick else 24)
-        for py in pythons:  # make the envs once: the figure is about compiling
-            self.build(checkout, env, "--cuda", "none", "--python", py)
+        up = make_upstream(self.work / "matrix-up", units=8 if self.quick else 24)
+        proj = self.work / "matrix-proj"
+        proj.mkdir()
+        for name in ("tasks.py", "noxfile.py"):
+            shutil.copy(ROOT / name, proj / name)
+        cache = self.work / "matrix-cache"
+        (proj / "torchbuild.yaml").write_text(
+            f"source:\n  url: {up.url('pytorch')}\n  path: {self.work / 'matrix-co'}\n"
+            f"matrix:\n  pythons: {json.dumps(pythons)}\n  cudas: [\"none\"]\npaths:\n  cache_dir: {cache}\n")
+        inv = [sys.executable, "-m", "invoke", "--search-root", str(proj)]
+        env = {**self.env, "TORCHBUILD_PATHS_LOGS": str(proj / "logs")}
+        timed(inv + ["clone"], env)
+        timed(inv + ["matrix"], env)  # makes the nox envs once: the figures are about building
 
-        def run(i: int, which: list[str], share: bool, split: bool = False) -> float:
-            cache = self.work / f"matrix-cache-{i}-{len(which)}-{share}-{split}"
-            e = {**env, "TORCHBUILD_PATHS_CACHE_DIR": str(cache), "TORCHBUILD_CACHE_TOOL": "auto" if share else "none"}
-            core = self.work / f"matrix-core-{i}"
-            total = 0.0
-            for n, py in enumerate(which):
-                if not split:
-                    total += self.build(checkout, e, "--cuda", "none", "--python", py, "--clean")
-                    continue
-                args = ["--cuda", "none", "--python", py]
-                total += self.build(checkout, e, *args, "--part", "core", "--wheel", "--dist", str(core / py),
-                                    *(["--clean"] if n == 0 else []))
-                envs = Path(env["TORCHBUILD_PATHS_ENVS"])
-                total += timed([str(envs / f"py{py}" / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps",
-                                "--force-reinstall", str(next((core / py).glob("*.whl")))], e)
-                total += self.build(checkout, e, *args, "--part", "python", "--clean")
-            return total
+        def from_nothing(*args: str, split: bool = True, share: bool = True) -> Callable[[int], float]:
+            def once(i: int) -> float:
+                timed(inv + ["clean", "--all"], env)
+                for folder in (cache / "ccache", cache / "slots", proj / "dist"):
+                    shutil.rmtree(folder, ignore_errors=True)
+                e = {**env, "TORCHBUILD_MATRIX_SPLIT": "true" if split else "false",
+                     "TORCHBUILD_CACHE_TOOL": "auto" if share else "none"}
+                return timed(inv + ["matrix", "--rerun", *args], e)
+            return once
 
-        single = repeat(self.reps, lambda i: run(i, pythons[:1], False))
-        split = repeat(self.reps, lambda i: run(i, pythons, True, split=True))
-        shared = repeat(self.reps, lambda i: run(i, pythons, True))
-        independent = repeat(self.reps, lambda i: run(i, pythons, False))
-        self.record("matrix 3 Pythons (split)", split, single, "<= 1.25",
-                    "3 Pythons x cpu: the core once, the Python part per Python", "one single build")
-        self.record("matrix 3 Pythons (shared)", shared, single, "-", "3 Pythons x cpu, one shared ccache",
-                    "one single build")
-        self.record("matrix 3 Pythons (no sharing)", independent, single, "~3.0", "3 Pythons x cpu, no cache",
-                    "one single build")
+        single = repeat(self.reps, from_nothing("--session", f"build-{pythons[0]}(cuda='none')"))
+        runs = {}
+        for label, args, kw, target in (
+                ("split, side by side", (), {}, "<= 1.25"),
+                ("split, one by one", ("--parallel", "1"), {}, "-"),
+                ("shared ccache, side by side", (), {"split": False}, "-"),
+                ("no sharing, one by one", ("--parallel", "1"), {"split": False, "share": False}, "~3.0")):
+            runs[label] = repeat(self.reps, from_nothing(*args, **kw))
+            self.record(f"matrix 3 Pythons ({label})", runs[label], single, target,
+                        f"inv matrix: 3 Pythons x cpu, {label}", "inv matrix: 1 Python")
+            info = json.loads((proj / "dist" / "matrix-summary.json").read_text())["run"]
+            self.results[f"matrix 3 Pythons ({label})"]["usage"] = {
+                k: info[k] for k in ("at once", "job budget", "most compilers at once", "peak rss bytes",
+                                     "peak compilers rss bytes", "free memory bytes at start")}
+            print(f"{'':28s} usage: {self.results[f'matrix 3 Pythons ({label})']['usage']}", flush=True)
+        timed(inv + ["matrix"], env)
+        noop = repeat(self.reps, lambda i: timed(inv + ["matrix"], env))
+        self.results["no-op inv matrix (3 sessions)"] = {**noop, "target": "<= 2 s"}
+        print(f"{'no-op inv matrix':28s} {noop['median']:.3f}s (target <= 2 s; min {noop['min']:.3f} "
+              f"max {noop['max']:.3f})", flush=True)
+
+    # ------------------------------------------------------------------ 5b. distcc
+    def distcc(self) -> None:
+        """A clean build with two loopback distccd hosts (2 slots each) against the same build on this machine
+        alone, no compiler cache; and what it would be on real hosts, on paper, from measured parts."""
+        distccd, distcc = shutil.which("distccd"), shutil.which("distcc")
+        if not distccd or not distcc:
+            print("distcc: skipped (apt-get install distcc)")
+            return
+        checkout, env = self.demo("distcc", 8 if self.quick else 24)
+        env = {**env, "TORCHBUILD_CACHE_TOOL": "none"}
+        daemons, hosts = [], []
+        for _ in range(2):
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+            daemons.append(subprocess.Popen([distccd, "--no-detach", "--daemon", "--port", str(port), "--listen",
+                                             "127.0.0.1", "--allow", "127.0.0.1", "--jobs", "2"],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            hosts.append(f"127.0.0.1:{port}/2")
+        time.sleep(1)
+        try:
+            remote = {**env, "TORCHBUILD_BUILD_DISTRIBUTED": "distcc", "TORCHBUILD_BUILD_HOSTS": ",".join(hosts)}
+            local = repeat(self.reps, lambda i: self.build(checkout, env, "--cuda", "none", "--clean"))
+            spread = repeat(self.reps, lambda i: self.build(checkout, remote, "--cuda", "none", "--clean"))
+        finally:
+            for d in daemons:
+                d.kill()
+                d.wait()
+        self.record("distcc, 2 loopback hosts", spread, local, "- (overhead here)",
+                    "inv build --clean, distcc on 2 loopback hosts (4 slots)", "the same build on this machine")
+        # On paper: N units, each costing t to compile here, of which a share p is preprocessing (stays local).
+        unit = next((checkout / "c10" / "core").glob("unit_*.cpp"))
+        flags = ["-O2", "-std=c++17", f"-I{checkout / 'c10/include'}", f"-I{checkout / 'third_party/fbgemm/include'}"]
+        compile_s = statistics.median(timed(["g++", *flags, "-c", str(unit), "-o", os.devnull], env)
+                                      for _ in range(5))
+        pre_s = statistics.median(timed(["g++", *flags, "-E", str(unit), "-o", os.devnull], env) for _ in range(5))
+        units = len(list((checkout / "c10").rglob("unit_*.cpp")))
+        cores, remote_slots = os.cpu_count() or 1, 16
+        local_s = units * compile_s / cores
+        paper = max(units * pre_s / cores, units * (compile_s - pre_s) / remote_slots)
+        self.results["distcc on paper"] = {
+            "units": units, "compile seconds per unit": compile_s, "preprocess seconds per unit": pre_s,
+            "preprocess share": pre_s / compile_s, "local cores": cores, "remote slots": remote_slots,
+            "local seconds": local_s, "with remote slots seconds": paper, "speed-up": local_s / paper}
+        print(f"{'distcc on paper':28s} {units} units x {compile_s:.2f}s, preprocessing {pre_s / compile_s:.0%}: "
+              f"{cores} cores alone {local_s:.1f}s, + {remote_slots} remote slots {paper:.1f}s "
+              f"({local_s / paper:.1f}x)", flush=True)
 
     # ------------------------------------------------------------------ 6b. env creation
     def envs(self) -> None:
@@ -354,10 +416,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller demo builds (still 5 repetitions)")
     parser.add_argument("--only", nargs="*", default=None,
-                        help="clone overhead noop switch matrix envs memory realworld")
+                        help="clone overhead noop switch matrix distcc envs memory realworld")
     parser.add_argument("--readme", action="store_true", help="rewrite README's Performance table")
     args = parser.parse_args()
-    names = args.only or ["overhead", "noop", "clone", "switch", "matrix", "envs", "memory", "realworld"]
+    names = args.only or ["overhead", "noop", "clone", "switch", "matrix", "distcc", "envs", "memory", "realworld"]
     with tempfile.TemporaryDirectory(prefix="tb-bench-") as tmp:
         bench = Bench(args.quick, Path(tmp))
         for name in names:
