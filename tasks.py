@@ -194,7 +194,7 @@ def env_run(c, name):
     "session": "a nox session or prefix, e.g. build-3.12 (repeatable; default: every build session)",
     "force": "build combinations the compatibility table rejects",
     "rerun": "run sessions that are up to date too",
-    "parallel": "sessions side by side (default: matrix.parallel, else the job budget, at least 2; 1: one by one)",
+    "parallel": "sessions side by side (default: matrix.parallel, else the job budget, at least 4; 1: one by one)",
 }, iterable=["session"])
 def run_matrix(c, failed=False, session=None, force=False, rerun=False, parallel=None):
     """Run the nox build matrix side by side under one job budget (one wheel per Python x CUDA) and print

@@ -19,7 +19,7 @@ from typing import Mapping
 
 from . import console as _console
 from .build import BuildRequest, build, report
-from .build.execute import worktree_state
+from .build.execute import BuildResult, worktree_state
 from .build.request import split_supported
 from .build.slots import SLOTS_ENV, take_slot
 from .config import Config
@@ -50,6 +50,7 @@ class SessionRecord:
     path: str = ""  # "split": the core built once per CUDA, the Python part per Python; "one build"
     waits: dict[str, float] = dataclasses.field(default_factory=dict)  # queued / core / job slot: seconds
     env: str = ""  # the session's env (nox's venv)
+    core: str | None = None  # the split build's core wheel it installed
     fingerprint: str = ""  # what the result depends on; unchanged: `inv matrix` does not run it again
 
     @classmethod
@@ -125,15 +126,7 @@ def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: 
         split = cfg.matrix.split and split_supported(cfg.source_path)
         try:
             core, core_waits = build_core(cfg, request, env) if split else (None, {})
-            slots = int(env.get(SLOTS_ENV) or 1)
-            with take_slot(cfg.cache_root, cfg.source_path, slots) as where:  # side by side: a copy of its own
-                if where != cfg.source_path:
-                    con.info(f"building in the slot {where} (a synced copy of {cfg.source_path})")
-                here = dataclasses.replace(cfg, source=dataclasses.replace(cfg.source, path=str(where)))
-                outcome = build(here, dataclasses.replace(request, part="python") if split else request, env)
-            report(outcome)
-            result = outcome.result
-            assert result is not None
+            result = build_in_slot(cfg, dataclasses.replace(request, part="python") if split else request, env)
             for what, seconds in (*core_waits.items(), ("checkout", result.waited_for_checkout),
                                   ("job slot", result.waited_for_jobs)):
                 waits[what] = waits.get(what, 0.0) + seconds
@@ -143,8 +136,8 @@ def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: 
             if result.wheel is None:
                 raise TorchbuildError(f"the build left no wheel in {dist}", "look at the build log")
             smoke_import(Path(str(result.python)), result.wheel, result.package, [core] if core else [])
-            record = dataclasses.replace(record, fingerprint=fingerprint(cfg, python, cuda, venv, source,
-                                                                         [result.wheel, core]))
+            record = dataclasses.replace(record, core=str(core) if core else None,
+                                         fingerprint=fingerprint(cfg, python, cuda, venv, source, [result.wheel, core]))
         except TorchbuildError as exc:
             record = dataclasses.replace(record, result="failed", reason=exc.message)
             con.error(f"{name}: {exc.message}", exc.hint)
@@ -200,9 +193,7 @@ def current(cfg: Config, record: SessionRecord, source: list[object]) -> bool:
         return False
     outputs: list[Path | None] = []
     if record.result == "ok":
-        core = next(iter(sorted((cfg.root / "dist" / f"core-{record.cuda}-{cfg.build.build_type}" / "py3")
-                                .glob("*.whl"))), None) if record.path == "split" else None
-        outputs = [Path(record.wheel) if record.wheel else None, core]
+        outputs = [Path(record.wheel) if record.wheel else None, Path(record.core) if record.core else None]
     return fingerprint(cfg, record.python, record.cuda, venv, source, outputs) == record.fingerprint
 
 
@@ -220,6 +211,18 @@ def budget(cfg: Config, pairs: list[tuple[str, str]]) -> tuple[int, str]:
         slots = remote_slots(cfg.build.hosts)
         return chosen.jobs + slots, f"{chosen.jobs + slots} ({chosen.reason} + {slots} distcc slots)"
     return chosen.jobs, chosen.reason
+
+
+def build_in_slot(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildResult:
+    """Build in a free slot: the checkout, or beside another session a synced copy of it."""
+    with take_slot(cfg.cache_root, cfg.source_path, int(env.get(SLOTS_ENV) or 1)) as where:
+        if where != cfg.source_path:
+            _console.get().info(f"building in the slot {where} (a synced copy of {cfg.source_path})")
+        here = dataclasses.replace(cfg, source=dataclasses.replace(cfg.source, path=str(where)))
+        outcome = build(here, request, env)
+    report(outcome)
+    assert outcome.result is not None
+    return outcome.result
 
 
 def build_core(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> tuple[Path, dict[str, float]]:

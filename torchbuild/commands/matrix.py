@@ -23,6 +23,9 @@ from ..run import run
 from ..toolchain import system
 from . import table
 
+# Sessions at once by default, at least: much of a session's time is outside the compiler (nox, pip,
+# configure, packaging, the import check), and the jobserver bounds the compilers whatever the number.
+AT_ONCE = 4
 HEADER = ("session", "python", "cuda", "result", "time", "waited", "ccache hits", "path", "wheel / reason")
 
 
@@ -49,7 +52,7 @@ def matrix(cfg: Config, failed: bool = False, sessions: Sequence[str] = (), forc
     if len(todo) < len(names):
         con.info(f"{len(names) - len(todo)} of {len(names)} sessions are up to date; running {len(todo)}")
     jobs, reason = m.budget(cfg, pairs)
-    at_once = max(1, min(len(todo), parallel or cfg.matrix.parallel or max(2, jobs)))
+    at_once = max(1, min(len(todo), parallel or cfg.matrix.parallel or max(AT_ONCE, jobs)))
     argv = [sys.executable, "-m", "nox", "--noxfile", str(cfg.root / "noxfile.py"), "-s", *todo]
     argv += ["-j", str(at_once)] if at_once > 1 else []
     argv += ["--", "--force"] if force else []

@@ -130,7 +130,7 @@ class MatrixConfig:
     split: bool = _spec(True, "bool", "build the Python-independent core once per CUDA where the checkout "
                                       "supports it (BUILD_LIBTORCH_WHL / BUILD_PYTHON_ONLY)")
     parallel: int | None = _spec(None, "int?", "sessions side by side under one job budget (default: as many as "
-                                               "the budget has jobs, at least 2; 1: one after another)", min=1,
+                                               "the budget has jobs, at least 4; 1: one after another)", min=1,
                                  max=64)
 
 
