@@ -7,13 +7,15 @@ build env gets from PyPI refuses: the build must apply the remedy by itself."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from .conftest import REAL_HOME, copy_project, inv
+from .conftest import REAL_HOME, REPO, copy_project, inv
 from .upstreams import PROJECTS, PUBLIC, Project, download, make_patch, make_upstream, serve
 
 pytestmark = [pytest.mark.realworld, pytest.mark.slow]
@@ -63,3 +65,43 @@ def test_clone_patch_build_import_and_call(project: Project, sdists, shared_envs
     done = subprocess.run([python, "-c", project.call], cwd=tmp_path, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": ""})
     assert done.returncode == 0 and done.stdout.strip().splitlines()[-1] == project.expect, done.stderr
+
+
+def test_matrix_side_by_side_on_a_real_project(sdists, tmp_path, monkeypatch):
+    """mmh3 (no split build: each session builds whole) in `inv matrix` with two Pythons at once: one
+    builds in the checkout, the other in a synced slot; both wheels import and hash in a fresh env."""
+    from .test_matrix import has_python
+
+    if not (has_python("3.10") and has_python("3.12")):
+        pytest.skip("needs pyenv Pythons 3.10 and 3.12")
+    monkeypatch.setenv("PIP_CACHE_DIR", str(REAL_HOME / ".cache" / "pip"))
+    project = next(p for p in PROJECTS if p.name == "mmh3")
+    try:
+        sdist = download(project, sdists)
+    except subprocess.CalledProcessError as exc:
+        pytest.skip(f"the package index did not serve {project.name}=={project.version}: {exc.stderr[-200:]}")
+    upstream = tmp_path / "upstream"
+    url = make_upstream(project, sdist, upstream)
+    proj = copy_project(tmp_path / "proj")
+    shutil.copy(REPO / "noxfile.py", proj / "noxfile.py")
+    with contextlib.contextmanager(serve)(upstream) as base:
+        (proj / "torchbuild.yaml").write_text(
+            f"source:\n  url: {url}\n  path: {tmp_path / 'co'}\n"
+            f"mirrors:\n  git:\n    '{PUBLIC}/': '{base}/'\n"
+            f"paths:\n  cache_dir: {tmp_path / 'cache'}\n  logs: {tmp_path / 'logs'}\n"
+            'matrix:\n  pythons: ["3.10", "3.12"]\n  cudas: ["none"]\nbuild:\n  min_free_gb: 1\n')
+        inv("clone", root=proj, check=True, timeout=300)
+    done = inv("matrix", root=proj, check=True, timeout=900)
+    assert "building in the slot" in done.output
+    sessions = json.loads((proj / "dist/matrix-summary.json").read_text())["sessions"]
+    assert [(s["result"], s["path"]) for s in sessions] == [("ok", "one build")] * 2
+    for s in sessions:
+        wheel = Path(s["wheel"])
+        assert wheel.name.startswith("mmh3-5.3.1") and f"cp3{s['python'].split('.')[1]}" in wheel.name
+        venv = tmp_path / f"check-{s['python']}"
+        python = next((REAL_HOME / ".pyenv" / "versions").glob(f"{s['python']}.*/bin/python3"))
+        subprocess.run([str(python), "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", str(wheel)], check=True)
+        called = subprocess.run([str(venv / "bin" / "python"), "-c", project.call], cwd=tmp_path,
+                                capture_output=True, text=True)
+        assert called.stdout.strip() == project.expect, called.stderr
