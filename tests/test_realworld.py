@@ -31,15 +31,20 @@ def shared_envs(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("envs")
 
 
-@pytest.mark.parametrize("project", PROJECTS, ids=[p.name for p in PROJECTS])
-def test_clone_patch_build_import_and_call(project: Project, sdists, shared_envs, tmp_path, monkeypatch):
+def real_upstream(project: Project, sdists: Path, upstream: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The project's sdist from the index (skip when it is not served) as a git upstream; its public url."""
     monkeypatch.setenv("PIP_CACHE_DIR", str(REAL_HOME / ".cache" / "pip"))
     try:
         sdist = download(project, sdists)
     except subprocess.CalledProcessError as exc:
         pytest.skip(f"the package index did not serve {project.name}=={project.version}: {exc.stderr[-200:]}")
+    return make_upstream(project, sdist, upstream)
+
+
+@pytest.mark.parametrize("project", PROJECTS, ids=[p.name for p in PROJECTS])
+def test_clone_patch_build_import_and_call(project: Project, sdists, shared_envs, tmp_path, monkeypatch):
     upstream = tmp_path / "upstream"
-    url = make_upstream(project, sdist, upstream)
+    url = real_upstream(project, sdists, upstream, monkeypatch)
     proj = copy_project(tmp_path / "proj")
     patches = proj / "patches"
     patches.mkdir()
@@ -74,14 +79,9 @@ def test_matrix_side_by_side_on_a_real_project(sdists, tmp_path, monkeypatch):
 
     if not (has_python("3.10") and has_python("3.12")):
         pytest.skip("needs pyenv Pythons 3.10 and 3.12")
-    monkeypatch.setenv("PIP_CACHE_DIR", str(REAL_HOME / ".cache" / "pip"))
     project = next(p for p in PROJECTS if p.name == "mmh3")
-    try:
-        sdist = download(project, sdists)
-    except subprocess.CalledProcessError as exc:
-        pytest.skip(f"the package index did not serve {project.name}=={project.version}: {exc.stderr[-200:]}")
     upstream = tmp_path / "upstream"
-    url = make_upstream(project, sdist, upstream)
+    url = real_upstream(project, sdists, upstream, monkeypatch)
     proj = copy_project(tmp_path / "proj")
     shutil.copy(REPO / "noxfile.py", proj / "noxfile.py")
     with contextlib.contextmanager(serve)(upstream) as base:
