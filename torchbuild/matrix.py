@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import tempfile
 import time
 from dataclasses import dataclass
@@ -314,11 +315,19 @@ def write_summary(path: Path, record: SessionRecord | None = None, run_info: Map
         except (OSError, ValueError):
             old = {}
         others = [r for r in read_summary_file(path) if record is None or r.session != record.session]
-        data = {"sessions": [dataclasses.asdict(r) for r in [*others, *([record] if record else [])]],
+        records = sorted([*others, *([record] if record else [])], key=matrix_order)  # not the finishing order
+        data = {"sessions": [dataclasses.asdict(r) for r in records],
                 "run": dict(run_info) if run_info is not None else old.get("run", {}) if isinstance(old, dict) else {}}
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(mask(json.dumps(data, indent=2)) + "\n")
         tmp.replace(path)
+
+
+def matrix_order(record: SessionRecord) -> tuple[object, ...]:
+    """Python then CUDA, numbers compared as numbers (3.9 before 3.10, cuda 'none' first)."""
+    def natural(text: str) -> tuple[tuple[int, object], ...]:
+        return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
+    return natural(record.python), record.cuda != "none", natural(record.cuda)
 
 
 def read_run(root: Path) -> dict[str, object]:
