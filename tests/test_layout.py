@@ -12,7 +12,7 @@ LAYERS = [
     {"errors", "console"},
     {"run", "locks", "jobserver", "usage"},
     {"config"},
-    {"toolchain", "compat", "progress", "diagnose"},
+    {"toolchain", "compat", "progress", "diagnose", "wheels"},
     {"git"},
     {"patches", "envs", "demo"},
     {"build"},

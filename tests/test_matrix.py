@@ -121,7 +121,7 @@ def test_matrix_builds_importable_wheels_and_shares_the_core(demo_project):
     assert {s["path"] for s in summary} == {"split"}  # the demo has PyTorch's split-build switches
     core_logs = sorted((proj / "logs" / "core-cpu-release").glob("*.log"), key=lambda p: p.stat().st_mtime)
     assert len(core_logs) == 1 and core_logs[0].read_text().count("Building CXX object") >= 25  # the core: once
-    assert "the wheel libminitorch" in done.output and "are unchanged; nothing was run" in done.output
+    assert "nothing it depends on changed since it was built" in done.output  # the other session took it
     assert min(s["misses"] for s in summary) <= 2  # the Python that did not build the core compiles its extension
     assert "build-3.12(cuda='none')  3.12    none  ok" in done.stdout and "waited" in done.stdout
 

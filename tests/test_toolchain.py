@@ -178,6 +178,16 @@ def test_pyenv_pythons_are_found_though_shims_hide_them():
         python.find(found, "2.9")
 
 
+def test_installed_versions_match_what_the_package_says_from_2_7_to_the_newest():
+    pythons = [p for p in python.discover({"HOME": str(REAL_HOME), "PATH": "/usr/bin"}) if p.found_by == "pyenv"]
+    assert {p.minor for p in pythons} >= {"2.7", "3.6", "3.12"}  # importlib.metadata, and before it
+    for py in pythons:
+        said = subprocess.run([str(py.path), "-c", "import setuptools; print(setuptools.__version__)"],
+                              capture_output=True, text=True).stdout.strip()
+        found = python.installed_versions(py.path, ["setuptools", "no-such-package"])
+        assert found == {"setuptools": said, "no-such-package": ""}, py.path
+
+
 def test_a_crashing_interpreter_is_listed_not_raised(tmp_path):
     bad = tmp_path / "python3.99"
     bad.write_text("#!/bin/sh\necho 'Fatal Python error: init_fs_encoding' >&2\nexit 1\n")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Mapping
 
 from . import console as _console
+from . import wheels
 from .build import BuildRequest, build, report
 from .build.execute import BuildResult, worktree_state
 from .build.request import split_supported
@@ -30,6 +31,8 @@ from .locks import locked
 from .run import run
 
 SUMMARY = "matrix-summary.json"
+CORE = "core"  # in place of a Python in the core's fingerprint
+CORE_STAMP = "core.json"  # the core's wheel and fingerprint, beside the wheel
 INSTALL_STAMP = ".torchbuild-installed"
 STARTED = "TORCHBUILD_MATRIX_STARTED"  # when `inv matrix` started nox (epoch seconds)
 
@@ -126,7 +129,8 @@ def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: 
                                       python=None if venv is not None else python)
         split = cfg.matrix.split and split_supported(cfg.source_path)
         try:
-            core, core_waits = build_core(cfg, request, env) if split else (None, {})
+            core, core_waits = build_core(cfg, request, env, source, venv / "bin" / "python" if venv else None) \
+                if split else (None, {})
             result = build_in_slot(cfg, dataclasses.replace(request, part="python") if split else request, env)
             for what, seconds in (*core_waits.items(), ("checkout", result.waited_for_checkout),
                                   ("job slot", result.waited_for_jobs)):
@@ -226,60 +230,55 @@ def build_in_slot(cfg: Config, request: BuildRequest, env: Mapping[str, str]) ->
     return outcome.result
 
 
-def build_core(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> tuple[Path, dict[str, float]]:
+def build_core(cfg: Config, request: BuildRequest, env: Mapping[str, str], source: list[object],
+               python: Path | None = None) -> tuple[Path, dict[str, float]]:
     """The split build's first half: the Python-independent core's wheel for this CUDA and build type,
-    built once (later sessions find its tree and wheel up to date), tagged for any Python, and installed
-    into this session's env unless it is there already. Returns the wheel and the seconds waited: for
-    another session building the core, for the checkout, for job slots."""
+    built once, tagged for any Python, and installed into this session's env (`python`'s) unless it is
+    there already. A session that finds the core's fingerprint unchanged (what `source` and the settings
+    say; the wheel kept) takes the wheel without a build: sessions side by side do not queue on the
+    checkout to learn that there is nothing to do. Returns the wheel and the seconds waited: for another
+    session building the core, for the checkout, for job slots."""
     core = cfg.root / "dist" / f"core-{request.cuda}-{request.build_type}"
-    asked = time.monotonic()
-    with locked(core.with_suffix(".lock"), f"building the core into {core}",
-                "another session is building the core"):  # sessions side by side: the first builds it
-        waited = time.monotonic() - asked
-        with take_slot(cfg.cache_root, cfg.source_path, 1):  # the core builds in the checkout itself
-            done = build(cfg, dataclasses.replace(request, part="core", dist=core), env).result
-        if done is None or done.wheel is None:
-            raise TorchbuildError(f"the core build left no wheel in {core}", "look at the build log")
-        wheel = any_python(done.wheel, core / "py3")
-    stamp = Path(str(done.python)).parent.parent / ".torchbuild-core"
+    waits: dict[str, float] = {}
+    wheel = kept_core(cfg, request, core) if python else None
+    if wheel is None:
+        asked = time.monotonic()
+        with locked(core.with_suffix(".lock"), f"building the core into {core}",
+                    "another session is building the core"):  # sessions side by side: the first builds it
+            waits["core"] = time.monotonic() - asked
+            wheel = kept_core(cfg, request, core) if python else None  # built while this one waited
+            if wheel is None:
+                with take_slot(cfg.cache_root, cfg.source_path, 1):  # the core builds in the checkout itself
+                    done = build(cfg, dataclasses.replace(request, part="core", dist=core), env).result
+                if done is None or done.wheel is None:
+                    raise TorchbuildError(f"the core build left no wheel in {core}", "look at the build log")
+                python = python or Path(str(done.python))
+                waits.update({"checkout": done.waited_for_checkout, "job slot": done.waited_for_jobs})
+                wheel = wheels.any_python(done.wheel, core / "py3")
+                (core / CORE_STAMP).write_text(json.dumps({"wheel": str(wheel), "fingerprint": fingerprint(
+                    cfg, CORE, request.cuda, None, [request.build_type, *source], [wheel])}))
+    assert python is not None
+    stamp = python.parent.parent / ".torchbuild-core"
     installed = f"{wheel} {wheel.stat().st_mtime_ns}"
     if not (stamp.exists() and stamp.read_text() == installed):
-        run([str(done.python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(wheel)],
-            echo=False)
+        wheels.install([wheel], python, replace=True)
         stamp.write_text(installed)
-    _console.get().info(f"core: {wheel.name}, built once for every Python of this CUDA")
-    return wheel, {"core": waited, "checkout": done.waited_for_checkout, "job slot": done.waited_for_jobs}
+    _console.get().info(f"core: {wheel.name}, built once for every Python of this CUDA"
+                        + ("" if "checkout" in waits else "; nothing it depends on changed since it was built"))
+    return wheel, waits
 
 
-def any_python(wheel: Path, folder: Path) -> Path:
-    """The core's wheel tagged `py3-none-<platform>` (it holds no Python extension), made once in `folder`.
-    A setup.py tags every platform wheel with the Python that built it, which pip then refuses elsewhere."""
-    import base64
-    import hashlib
-    import zipfile
-
-    name, version, python, abi, platform = wheel.name[:-4].split("-")[-5:]
-    if (python, abi) == ("py3", "none"):
-        return wheel
-    out = folder / f"{name}-{version}-py3-none-{platform}.whl"
-    if out.exists() and out.stat().st_mtime_ns >= wheel.stat().st_mtime_ns:
-        return out
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(f".{os.getpid()}.tmp")
-    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as dst:
-        infos = src.infolist()
-        record = next(i.filename for i in infos if i.filename.endswith(".dist-info/RECORD"))
-        meta = record.rsplit("/", 1)[0] + "/WHEEL"
-        data = src.read(meta).decode().replace(f"Tag: {python}-{abi}-{platform}", f"Tag: py3-none-{platform}")
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data.encode()).digest()).rstrip(b"=").decode()
-        rows = [f"{meta},sha256={digest},{len(data.encode())}" if line.startswith(meta + ",") else line
-                for line in src.read(record).decode().splitlines()]
-        for info in infos:
-            body = data.encode() if info.filename == meta else ("\n".join(rows) + "\n").encode() \
-                if info.filename == record else src.read(info)
-            dst.writestr(info, body)
-    tmp.replace(out)
-    return out
+def kept_core(cfg: Config, request: BuildRequest, core: Path) -> Path | None:
+    """The core's wheel when nothing it depends on has changed since it was built (the working tree
+    as it is now, not when this session started: another session's build may have been under way)."""
+    try:
+        kept = json.loads((core / CORE_STAMP).read_text())
+        wheel = Path(kept["wheel"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    source = worktree_state(cfg.source_path, True)
+    same = fingerprint(cfg, CORE, request.cuda, None, [request.build_type, *source], [wheel]) == kept["fingerprint"]
+    return wheel if same and wheel.exists() else None
 
 
 def smoke_import(env_python: Path, wheel: Path, package: str, extra: list[Path] | None = None) -> None:
@@ -291,10 +290,7 @@ def smoke_import(env_python: Path, wheel: Path, package: str, extra: list[Path] 
         interpreter = next((p for p in (Path(base) / "bin" / "python3", Path(base) / "bin" / "python") if p.exists()),
                            env_python)
         run([str(interpreter), "-m", "venv", "--without-pip", str(venv)], echo=False)
-        site = run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                   capture=True, echo=False).stdout.strip()
-        run([str(env_python), "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target", site,
-             str(wheel), *map(str, extra or [])], echo=False)
+        site = str(wheels.install([wheel, *(extra or [])], venv / "bin" / "python"))
         out = run([str(venv / "bin" / "python"), "-c", f"import {package}; print({package}.__file__)"],
                   capture=True, echo=False, cwd=tmp, check=False)
         if out.returncode != 0 or not out.stdout.strip().startswith(site):

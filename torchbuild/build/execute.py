@@ -31,7 +31,6 @@ from .trees import (
     activate_tree,
     build_lock,
     configure_changes,
-    exclude_state,
     kept_wheel,
     read_marker,
     remove_tree,
@@ -95,7 +94,6 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
     asked = time.monotonic()
     with build_lock(checkout):  # setup.py builds in the checkout's build/: one build at a time
         result.waited_for_checkout = time.monotonic() - asked
-        exclude_state(checkout)
         if opts.clean:
             remove_tree(checkout, plan.key)
         swapped = activate_tree(checkout, plan.key)

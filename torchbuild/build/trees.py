@@ -77,7 +77,9 @@ def configure_changes(old: Mapping[str, object] | None, new: Mapping[str, str]) 
 
 
 def build_lock(checkout: Path) -> contextlib.AbstractContextManager[None]:
-    """One build (or clean) per checkout at a time; the second waits and says so."""
+    """One build (or clean) per checkout at a time; the second waits and says so. The lock lives in
+    .torchbuild/, which git is told to ignore first: `git status` never sees it come and go."""
+    exclude_state(checkout)
     return locked(checkout / STATE / "lock", f"building in {checkout}", f"another build is running in {checkout}")
 
 

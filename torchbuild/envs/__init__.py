@@ -53,7 +53,7 @@ class Env:
     python: Path  # the env's interpreter
     version: str  # its Python version
     stamp: str  # hash of what it was made with
-    setuptools: str = ""
+    setuptools: str = ""  # its version ("" when missing)
 
     @property
     def minor(self) -> str:
@@ -186,15 +186,20 @@ def _create(cfg: Config, python: Python, name: str, backend: str, exe: str, pref
     try:
         with con.timed(f"create env {name} with Python {python.version} ({backend})"):
             py = _make(backend, exe, python, prefix, cfg, reqs, conda_pkgs)
-            setuptools = run([str(py), "-c", "import setuptools; print(setuptools.__version__)"], capture=True,
-                             echo=False, check=False).stdout.strip()
-            made = Env(name, prefix, backend, py, python.version, stamp, setuptools)
+            made = Env(name, prefix, backend, py, python.version, stamp, setuptools_version(py))
             (prefix / STAMP).write_text(json.dumps({**asdict(made), "prefix": str(prefix), "python": str(py),
                                                     "requirements": reqs}, indent=2) + "\n")
     except BaseException:
         shutil.rmtree(prefix, ignore_errors=True)
         raise
     return made
+
+
+def setuptools_version(python: Path) -> str:
+    """The env's setuptools version ("" when missing), which decides `setup.py develop` or `pip install -e`."""
+    from ..toolchain.python import installed_versions
+
+    return installed_versions(python, ("setuptools",))["setuptools"]
 
 
 def _check_writable(folder: Path) -> None:
@@ -265,9 +270,7 @@ def _update_in_place(cfg: Config, made: Env, checkout: Path | None, reqs: list[s
         first = (check.stdout + check.stderr).strip().splitlines()[:1]
         con.warn(f"env {made.name} has conflicting packages after the update ({'; '.join(first)}): making it again")
         return None
-    setuptools = run([str(made.python), "-c", "import setuptools; print(setuptools.__version__)"], capture=True,
-                     echo=False, check=False).stdout.strip()
-    updated = replace(made, stamp=stamp, setuptools=setuptools)
+    updated = replace(made, stamp=stamp, setuptools=setuptools_version(made.python))
     (made.prefix / STAMP).write_text(json.dumps({**asdict(updated), "prefix": str(made.prefix),
                                                  "python": str(made.python), "requirements": reqs}, indent=2) + "\n")
     return updated
@@ -310,10 +313,9 @@ def choose(cfg: Config, python_spec: str | None, env_name: str | None, base_env:
                 raise TorchbuildError(f"the active environment {active} is broken: {py.problem}",
                                       "deactivate it, or pass --python / --env")
             var = "VIRTUAL_ENV" if base_env.get("VIRTUAL_ENV") else "CONDA_PREFIX"
-            tools = run([str(py.path), "-c", "import setuptools; print(setuptools.__version__)"], capture=True,
-                        echo=False, check=False).stdout.strip()
             return EnvChoice(Path(active), Path(active) / "bin" / "python", py.version,
-                             f"the active environment ({var})", None, True, "external", tools)
+                             f"the active environment ({var})", None, True, "external",
+                             setuptools_version(Path(active) / "bin" / "python"))
         python_spec = cfg.build.python or f"{sys.version_info[0]}.{sys.version_info[1]}"
         reason = "build.python" if cfg.build.python else "the default Python"
     if "/" not in python_spec:  # a finished managed env for this version needs no discovery

@@ -1,0 +1,46 @@
+"""Installing wheels without pip: what pip then sees in the env, and a reinstall that leaves nothing stale."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from torchbuild.wheels import install
+
+
+def make_wheel(folder: Path, version: str, modules: dict[str, str]) -> Path:
+    """A real wheel of the project `tbdemo` from setuptools, with these modules and a console script."""
+    src = folder / f"src-{version}"
+    (src / "tbdemo").mkdir(parents=True)
+    for name, text in modules.items():
+        (src / "tbdemo" / name).write_text(text)
+    (src / "setup.py").write_text(
+        "from setuptools import setup\n"
+        f"setup(name='tbdemo', version='{version}', packages=['tbdemo'],\n"
+        "      entry_points={'console_scripts': ['tbdemo-hello = tbdemo:hello']})\n")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
+                    str(folder / "dist"), str(src)], check=True, capture_output=True)
+    return next((folder / "dist").glob(f"tbdemo-{version}-*.whl"))
+
+
+def test_a_reinstall_replaces_the_old_files_and_pip_sees_one_version(tmp_path):
+    old = make_wheel(tmp_path, "1.0", {"__init__.py": "def hello(): print('one')\n", "gone.py": "X = 1\n"})
+    new = make_wheel(tmp_path, "2.0", {"__init__.py": "def hello(): print('two')\n"})
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+
+    site = install([old], python)
+    assert (site / "tbdemo" / "gone.py").exists()
+    subprocess.run([str(python), "-c", "import tbdemo.gone"], check=True, cwd=tmp_path)  # leaves __pycache__
+    assert subprocess.run([str(venv / "bin" / "tbdemo-hello")], capture_output=True, text=True).stdout == "one\n"
+
+    install([new], python, replace=True)
+    assert not (site / "tbdemo" / "gone.py").exists() and not (site / "tbdemo" / "__pycache__").exists()
+    assert [p.name for p in site.glob("tbdemo-*.dist-info")] == ["tbdemo-2.0.dist-info"]
+    assert subprocess.run([str(venv / "bin" / "tbdemo-hello")], capture_output=True, text=True).stdout == "two\n"
+    shown = subprocess.run([str(python), "-m", "pip", "show", "tbdemo"], capture_output=True, text=True).stdout
+    assert "Version: 2.0" in shown
+    subprocess.run([str(python), "-m", "pip", "uninstall", "-y", "-q", "tbdemo"], check=True)  # its RECORD is sound
+    assert not (site / "tbdemo").exists() and not (venv / "bin" / "tbdemo-hello").exists()
