@@ -248,13 +248,13 @@ class Bench:
         def single(i: int) -> float:  # one plain `inv build --wheel`: no nox, no split, no import check
             timed(inv + ["clean", "--all"], env)
             shutil.rmtree(cache / "ccache", ignore_errors=True)
-            return timed(inv + ["build", "--wheel", "--python", pythons[0]], env)
+            return timed(inv + ["build", "--wheel", "--cuda", "none", "--python", pythons[0]], env)
 
-        timed(inv + ["build", "--wheel", "--python", pythons[0]], env)  # makes its managed env once
+        timed(inv + ["build", "--wheel", "--cuda", "none", "--python", pythons[0]], env)  # makes its env once
         side = self.results["matrix 3 Pythons (split, side by side)"]["ours"]
         self.record("matrix 3 Pythons vs inv build", side, repeat(self.reps, single), "<= 1.25",
                     "inv matrix: 3 Pythons x cpu, split, side by side",
-                    f"one inv build --wheel --python {pythons[0]}, from nothing")
+                    f"one inv build --wheel --cuda none --python {pythons[0]}, from nothing")
         timed(inv + ["matrix"], env)
         noop = repeat(self.reps, lambda i: timed(inv + ["matrix"], env))
         self.results["no-op inv matrix (3 sessions)"] = {**noop, "target": "<= 2 s"}
