@@ -240,6 +240,7 @@ def build_core(cfg: Config, request: BuildRequest, env: Mapping[str, str], sourc
     session building the core, for the checkout, for job slots."""
     core = cfg.root / "dist" / f"core-{request.cuda}-{request.build_type}"
     waits: dict[str, float] = {}
+    built = False
     wheel = kept_core(cfg, request, core) if python else None
     if wheel is None:
         asked = time.monotonic()
@@ -252,11 +253,11 @@ def build_core(cfg: Config, request: BuildRequest, env: Mapping[str, str], sourc
                     done = build(cfg, dataclasses.replace(request, part="core", dist=core), env).result
                 if done is None or done.wheel is None:
                     raise TorchbuildError(f"the core build left no wheel in {core}", "look at the build log")
-                python = python or Path(str(done.python))
+                python, built = python or Path(str(done.python)), True
                 waits.update({"checkout": done.waited_for_checkout, "job slot": done.waited_for_jobs})
                 wheel = wheels.any_python(done.wheel, core / "py3")
-                (core / CORE_STAMP).write_text(json.dumps({"wheel": str(wheel), "fingerprint": fingerprint(
-                    cfg, CORE, request.cuda, None, [request.build_type, *source], [wheel])}))
+                (core / CORE_STAMP).write_text(json.dumps(
+                    {"wheel": str(wheel), "fingerprint": core_fingerprint(cfg, request, source, wheel)}))
     assert python is not None
     stamp = python.parent.parent / ".torchbuild-core"
     installed = f"{wheel} {wheel.stat().st_mtime_ns}"
@@ -264,7 +265,7 @@ def build_core(cfg: Config, request: BuildRequest, env: Mapping[str, str], sourc
         wheels.install([wheel], python, replace=True)
         stamp.write_text(installed)
     _console.get().info(f"core: {wheel.name}, built once for every Python of this CUDA"
-                        + ("" if "checkout" in waits else "; nothing it depends on changed since it was built"))
+                        + ("" if built else "; nothing it depends on changed since it was built"))
     return wheel, waits
 
 
@@ -276,9 +277,13 @@ def kept_core(cfg: Config, request: BuildRequest, core: Path) -> Path | None:
         wheel = Path(kept["wheel"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    source = worktree_state(cfg.source_path, True)
-    same = fingerprint(cfg, CORE, request.cuda, None, [request.build_type, *source], [wheel]) == kept["fingerprint"]
+    same = core_fingerprint(cfg, request, worktree_state(cfg.source_path, True), wheel) == kept["fingerprint"]
     return wheel if same and wheel.exists() else None
+
+
+def core_fingerprint(cfg: Config, request: BuildRequest, source: list[object], wheel: Path) -> str:
+    """A session's fingerprint with the core in place of a Python: no env, the build type, the core's wheel."""
+    return fingerprint(cfg, CORE, request.cuda, None, [request.build_type, *source], [wheel])
 
 
 def smoke_import(env_python: Path, wheel: Path, package: str, extra: list[Path] | None = None) -> None:
