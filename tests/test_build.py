@@ -146,6 +146,43 @@ def test_wheel_has_a_local_version_and_installs(demo, tmp_path):
     assert out.strip() == "1144625"
 
 
+def test_wheel_comes_from_the_projects_own_build_backend(shared, tmp_path, monkeypatch):
+    """No pip in between: the backend pyproject.toml names (here an in-tree one on backend-path) makes
+    the wheel; a pyproject.toml that is not TOML is a one-line error and leaves no wheel."""
+    for key, value in shared.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("TORCHBUILD_PATHS_LOGS", str(tmp_path / "logs"))
+    proj = tmp_path / "proj"
+    (proj / "tiny").mkdir(parents=True)
+    (proj / "tiny" / "__init__.py").write_text("VALUE = 7\n")
+    (proj / "_backend").mkdir()
+    (proj / "_backend" / "tiny_backend.py").write_text(
+        "from pathlib import Path\nfrom setuptools.build_meta import *  # noqa\n"
+        "from setuptools import build_meta as _b\n\n"
+        "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n"
+        "    Path('tiny/_via_backend.py').write_text('YES = True\\n')\n"
+        "    return _b.build_wheel(wheel_directory, config_settings, metadata_directory)\n")
+    good = ('[build-system]\nrequires = ["setuptools>=70.1"]\nbuild-backend = "tiny_backend"\nbackend-path = ["_backend"]\n'
+            '[project]\nname = "tiny"\nversion = "1.0"\n[tool.setuptools]\npackages = ["tiny"]\n')
+    (proj / "pyproject.toml").write_text(good)
+    git(proj, "init", "-q")
+    git(proj, "add", "-A")
+    git(proj, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "tiny")
+    dist = tmp_path / "dist"
+    done = build(proj, "--cuda", "none", "--wheel", "--dist", str(dist))
+    (wheel,) = dist.glob("tiny-1.0-*.whl")
+    assert f"wheel: {wheel}" in done.stderr
+    import zipfile
+    assert "tiny/_via_backend.py" in zipfile.ZipFile(wheel).namelist()
+
+    wheel.unlink()
+    (proj / "pyproject.toml").write_text(good.replace('build-backend = "tiny_backend"', "build-backend = tiny"))
+    bad = build(proj, "--cuda", "none", "--wheel", "--dist", str(dist), check=False)
+    lines = [line for line in bad.stderr.splitlines() if "pyproject.toml" in line]
+    assert bad.returncode == 1 and len(lines) == 1 and "is not valid TOML" in lines[0], bad.stderr
+    assert "fix that file" in bad.stderr and not list(dist.glob("*.whl"))
+
+
 def test_clean_removes_trees_not_sources(demo):
     build(demo, "--cuda", "none")
     done = inv("clean", "--all", "--path", str(demo), check=True)

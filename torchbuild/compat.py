@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .errors import TorchbuildError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 
 
 def vkey(version: str) -> tuple[int, ...]:
@@ -53,6 +59,19 @@ def release_for(torch_version: str) -> Release | None:
 def checkout_version(checkout: Path) -> str | None:
     path = checkout / "version.txt"
     return path.read_text().strip() if path.is_file() else None
+
+
+def pyproject(checkout: Path) -> dict[str, Any]:
+    """The checkout's pyproject.toml as data ({} without one); not TOML is an error naming the file."""
+    path = checkout / "pyproject.toml"
+    if not path.is_file():
+        return {}
+    try:
+        data: dict[str, Any] = tomllib.loads(path.read_text(errors="replace"))
+    except tomllib.TOMLDecodeError as e:
+        raise TorchbuildError(f"{path} is not valid TOML ({e})",
+                              "fix that file: the build reads its [build-system] and [project] tables") from None
+    return data
 
 
 def python_minimum(checkout: Path) -> str | None:

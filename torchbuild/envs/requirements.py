@@ -42,11 +42,9 @@ def checkout_requirements(checkout: Path | None) -> list[str]:
     for name in files[:1]:
         if (checkout / name).is_file():
             return _requirement_lines(checkout / name)
-    pyproject = checkout / "pyproject.toml"
-    if pyproject.is_file():
-        m = re.search(r"(?ms)^\[build-system\].*?^requires\s*=\s*\[(.*?)\]", pyproject.read_text())
-        if m:
-            return re.findall(r"[\"']([^\"']+)[\"']", m.group(1))
+    declared = compat.pyproject(checkout).get("build-system", {}).get("requires")
+    if declared:
+        return [str(r) for r in declared]
     for name in files[1:]:
         if (checkout / name).is_file():
             return _requirement_lines(checkout / name)
