@@ -162,8 +162,9 @@ def test_wheel_comes_from_the_projects_own_build_backend(shared, tmp_path, monke
         "def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):\n"
         "    Path('tiny/_via_backend.py').write_text('YES = True\\n')\n"
         "    return _b.build_wheel(wheel_directory, config_settings, metadata_directory)\n")
-    good = ('[build-system]\nrequires = ["setuptools>=70.1"]\nbuild-backend = "tiny_backend"\nbackend-path = ["_backend"]\n'
-            '[project]\nname = "tiny"\nversion = "1.0"\n[tool.setuptools]\npackages = ["tiny"]\n')
+    good = ('[build-system]\nrequires = ["setuptools>=70.1"]\nbuild-backend = "tiny_backend"\n'
+            'backend-path = ["_backend"]\n[project]\nname = "tiny"\nversion = "1.0"\n'
+            '[tool.setuptools]\npackages = ["tiny"]\n')
     (proj / "pyproject.toml").write_text(good)
     git(proj, "init", "-q")
     git(proj, "add", "-A")

@@ -83,6 +83,49 @@ def test_a_ninja_without_the_jobserver_gets_the_free_tokens_as_its_jobs(tmp_path
     assert jobserver.fifo_of(makeflags) is None  # the fifo is gone with the server
 
 
+def test_only_cmake_build_waits_for_a_token_through_the_shim(tmp_path):
+    """The jobserver's `cmake`: configuring or asking the version never waits for a token; `cmake --build`
+    waits while none is free, holds one while it runs, says how long it waited, and a cmake that it
+    started (TORCHBUILD_JOB_HELD) does not take a second one."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.18)\nproject(p NONE)\n"
+                                        "add_custom_target(t ALL COMMAND ${CMAKE_COMMAND} -E echo built)\n")
+    waits = tmp_path / "waits"
+    with jobserver.serve(1) as makeflags:
+        fifo = jobserver.fifo_of(makeflags)
+        assert fifo is not None
+        shims = jobserver.shims_of(fifo)
+        assert shims is not None
+        env = {"MAKEFLAGS": makeflags, "PATH": f"{shims}:{Path(sys.executable).parent}:/usr/bin:/bin",
+               jobserver.WAITS: str(waits)}
+
+        def cmake(*args: str, **extra: str) -> tuple[float, subprocess.CompletedProcess[str]]:
+            start = time.monotonic()
+            done = subprocess.run(["cmake", *args], env={**env, **extra}, capture_output=True, text=True,
+                                  timeout=60)
+            return time.monotonic() - start, done
+
+        with jobserver.take(fifo, 1):  # another build holds the only token
+            quick, version = cmake("--version")
+            assert version.returncode == 0 and "cmake version" in version.stdout and quick < 2
+            _, configured = cmake("-S", str(src), "-B", str(tmp_path / "b"), "-G", "Ninja")
+            assert configured.returncode == 0, configured.stderr
+            _, nested = cmake("--build", str(tmp_path / "b"), **{jobserver.HELD: "1"})
+            assert nested.returncode == 0 and not waits.exists()
+            got: list[tuple[float, subprocess.CompletedProcess[str]]] = []
+            t = threading.Thread(target=lambda: got.append(cmake("--build", str(tmp_path / "b"))))
+            t.start()
+            time.sleep(1.0)
+            assert not got  # no token free: `cmake --build` waits
+        t.join(timeout=60)
+        (took, built), = got
+        assert built.returncode == 0 and "built" in built.stdout and took >= 0.9
+        assert 0.9 <= jobserver.waited(str(waits)) < took and not waits.exists()
+        with jobserver.take(fifo, 1) as held:
+            assert held.count == 1  # the shim gave its token back
+
+
 def test_old_ninja_does_not_count_as_joining():
     assert jobserver.joins_by_itself("1.13.0.git.kitware.jobserver-pipe-1")
     assert not jobserver.joins_by_itself("1.11.1") and not jobserver.joins_by_itself(None)

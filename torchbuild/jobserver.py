@@ -2,9 +2,12 @@
 
 `inv matrix` serves one (`serve`) and names it in MAKEFLAGS, as make does for its sub-makes. A build
 under it takes part (`take`): with ninja 1.13 or newer, ninja joins the jobserver by itself
-(MAX_JOBS is left unset, so PyTorch's setup.py lets ninja decide) and the build holds one token
-for ninja's own first job, as make's recipe does for a sub-make. With an older ninja, the build
-takes the tokens that are free (at least one) and sets MAX_JOBS to their number.
+(MAX_JOBS is left unset, so PyTorch's setup.py lets ninja decide) and one token is held for ninja's
+own first job, as make's recipe does for a sub-make. Where setup.py drives CMake, that token is held
+only while `cmake --build` runs: the jobserver's folder has a `cmake` (`shim`) that goes ahead of the
+real one on the build's PATH, so configuring and packaging, which compile nothing, wait for no token
+and keep none from the others. With an older ninja, the build takes the tokens that are free (at
+least one) for its whole run and sets MAX_JOBS to their number.
 """
 
 from __future__ import annotations
@@ -13,6 +16,10 @@ import contextlib
 import fcntl
 import os
 import re
+import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -21,6 +28,25 @@ from typing import Iterator
 
 FIFO_AUTH = re.compile(r"--jobserver-auth=fifo:(\S+)")
 JOINS_BY_ITSELF = (1, 13)  # ninja 1.13.0: "Ninja now automatically joins a GNU Make jobserver as a client"
+SHIMS = ("cmake", "cmake3")  # PyTorch's setup.py runs whichever of these PATH has (the newer)
+# The shim: sh for everything but `cmake --build` (a cmake start costs no Python start), which goes to `shim`.
+SHIM = """#!/bin/sh
+# torchbuild: cmake for a build under `inv matrix`; `cmake --build` holds a job token (torchbuild/jobserver.py)
+case " $* " in
+  *" --build "*) [ -z "$TORCHBUILD_JOB_HELD" ] && exec "{python}" -c \\
+    'import sys; from torchbuild.jobserver import shim; sys.exit(shim(sys.argv[1:]))' "$0" "$@" ;;
+esac
+IFS=:
+for d in $PATH; do
+  if [ -n "$d" ] && [ "$d" != "${0%/*}" ] && [ -x "$d/${0##*/}" ] && [ ! -d "$d/${0##*/}" ]; then
+    exec "$d/${0##*/}" "$@"
+  fi
+done
+echo "torchbuild: no ${0##*/} on PATH besides the jobserver's shim in ${0%/*}" >&2
+exit 127
+"""
+HELD = "TORCHBUILD_JOB_HELD"  # set for what `cmake --build` starts: a cmake it runs takes no second token
+WAITS = "TORCHBUILD_JOB_WAITS"  # a file the shim adds its seconds of waiting for a token to
 
 
 def fifo_of(makeflags: str | None) -> Path | None:
@@ -43,6 +69,11 @@ def serve(tokens: int) -> Iterator[str]:
         fifo = Path(tmp) / "jobserver"
         os.mkfifo(fifo, 0o600)
         fd = os.open(fifo, os.O_RDWR)  # held open, so a reader never sees end-of-file
+        shims = Path(tmp) / "bin"
+        shims.mkdir()
+        for name in SHIMS:
+            (shims / name).write_text(SHIM.replace("{python}", sys.executable))
+            (shims / name).chmod(0o755)
         try:
             os.write(fd, b"+" * max(1, tokens))
             yield f"-j{max(1, tokens)} --jobserver-auth=fifo:{fifo}"
@@ -76,3 +107,44 @@ def take(fifo: Path, most: int) -> Iterator[Held]:
         if got:
             os.write(fd, got)
         os.close(fd)
+
+
+def shims_of(fifo: Path) -> Path | None:
+    """The folder of `cmake` shims beside a jobserver `serve` made (None for another's, e.g. make's)."""
+    folder = fifo.parent / "bin"
+    return folder if (folder / "cmake").is_file() else None
+
+
+def shim(argv: list[str]) -> int:
+    """`cmake --build` run through the jobserver's folder (SHIM): hold one token while the real cmake,
+    the next of the name on PATH, runs (ninja's first job; ninja asks the jobserver for more)."""
+    here = Path(argv[0]).parent
+    rest = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and Path(p) != here)
+    name = Path(argv[0]).name
+    real = shutil.which(name, path=rest)
+    if real is None:
+        print(f"torchbuild: no {name} on PATH besides the jobserver's shim in {here}", file=sys.stderr)
+        return 127
+    fifo = fifo_of(os.environ.get("MAKEFLAGS"))
+    if fifo is None:
+        os.execv(real, [real, *argv[1:]])
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # give the token back
+    try:
+        with take(fifo, 1) as held:
+            if os.environ.get(WAITS) and held.waited >= 0.05:
+                with open(os.environ[WAITS], "a") as f:
+                    f.write(f"{held.waited:.3f}\n")
+            # a plain child, not torchbuild.run: its output is the build's, passed through as it is
+            return subprocess.call([real, *argv[1:]], env={**os.environ, HELD: "1"})
+    except KeyboardInterrupt:
+        return 130
+
+
+def waited(path: str | None) -> float:
+    """The seconds the shims of one build waited for tokens (from its WAITS file, then removed)."""
+    if not path or not os.path.exists(path):
+        return 0.0
+    with open(path) as f:
+        total = sum(float(line) for line in f if line.strip())
+    os.unlink(path)
+    return total

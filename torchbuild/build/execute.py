@@ -140,10 +140,13 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
             for attempt in (1, 2):
                 log.write(format_command(list(plan.command), base_env, plan.changes, checkout) + "\n")
                 try:
-                    with job_slots(plan) as (changes, waited):
-                        result.waited_for_jobs += waited
-                        run(list(plan.command), cwd=checkout, env=changes, base_env=base_env, echo=opts.verbose,
-                            on_line=_show(tracker, opts.verbose, log), log=log)
+                    try:
+                        with job_slots(plan) as (changes, waited):
+                            result.waited_for_jobs += waited
+                            run(list(plan.command), cwd=checkout, env=changes, base_env=base_env,
+                                echo=opts.verbose, on_line=_show(tracker, opts.verbose, log), log=log)
+                    finally:
+                        result.waited_for_jobs += shim_waits(plan)
                     break
                 except CommandError as exc:
                     con.clear_progress()
@@ -183,7 +186,7 @@ def newest_wheel(dist: Path, before: set[Path]) -> Path | None:
 def job_slots(plan: Plan) -> Iterator[tuple[Mapping[str, str | None], float]]:
     """The build's environment while it holds its job slots of a shared jobserver (`inv matrix` side by
     side), and the seconds it waited for the first; without a jobserver, the plan's as it is."""
-    if plan.jobserver is None or not plan.jobserver.is_fifo():
+    if plan.jobserver is None or not plan.jobserver.is_fifo() or plan.shims:  # shims: `cmake --build` takes it
         yield plan.changes, 0.0
         return
     most = 1 if plan.ninja_joins else int(plan.changes.get("MAX_JOBS") or 1)
@@ -191,6 +194,14 @@ def job_slots(plan: Plan) -> Iterator[tuple[Mapping[str, str | None], float]]:
         if held.waited >= 0.5:
             _console.get().info(f"waited {held.waited:.1f}s for a job slot of the shared budget")
         yield (plan.changes if plan.ninja_joins else {**plan.changes, "MAX_JOBS": str(held.count)}), held.waited
+
+
+def shim_waits(plan: Plan) -> float:
+    """Seconds this build's `cmake --build` waited for its job token (said when it is worth saying)."""
+    waited = jobserver.waited(plan.changes.get(jobserver.WAITS)) if plan.shims else 0.0
+    if waited >= 0.5:
+        _console.get().info(f"waited {waited:.1f}s for a job slot of the shared budget")
+    return waited
 
 
 def with_remedies(plan: Plan, remedies: Mapping[str, str]) -> Plan:

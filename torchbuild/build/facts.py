@@ -35,6 +35,7 @@ class BuildFacts:
     notes: tuple[str, ...] = ()
     jobserver: Path | None = None  # the fifo of a jobserver in MAKEFLAGS (inv matrix side by side)
     ninja_joins: bool = False  # the build's ninja takes its jobs from that jobserver by itself
+    shims: Path | None = None  # that jobserver's `cmake` shims: only `cmake --build` holds a token
 
 
 def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildFacts:
@@ -72,9 +73,11 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
         _console.get().warn(f"CUDA {toolkit.version} is newer than the driver's CUDA {gpus.driver_cuda}: the build "
                             "works, running its kernels needs a newer driver")
     fifo = jobserver.fifo_of(env.get("MAKEFLAGS"))
+    joins = fifo is not None and jobserver.joins_by_itself(ninja_version(choice.prefix, env))
+    drives_cmake = (checkout / "setup.py").is_file() and (checkout / "CMakeLists.txt").is_file()
     return BuildFacts(choice, toolkit, host_cxx, gpus.arch_list if gpus else None,
                       find_launcher(cfg, choice.prefix, env), find_distcc(cfg, env), remote_url(cfg, env),
-                      tuple(notes), fifo, bool(fifo) and jobserver.joins_by_itself(ninja_version(choice.prefix, env)))
+                      tuple(notes), fifo, joins, jobserver.shims_of(fifo) if fifo and joins and drives_cmake else None)
 
 
 def ninja_version(prefix: Path, env: Mapping[str, str]) -> str | None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from .. import jobserver
 from ..compat import pyproject
 from ..config import Config
 from ..envs import EnvChoice
@@ -54,6 +55,7 @@ class Plan:
     package: str = "torch"
     jobserver: Path | None = None  # take job tokens from this fifo around the build command
     ninja_joins: bool = False  # ninja takes the rest itself; otherwise MAX_JOBS = the tokens taken
+    shims: bool = False  # the jobserver's `cmake` shim takes the token around `cmake --build`, not the build
 
 
 
@@ -170,6 +172,9 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
             jobs_reason = f"shared: ninja takes its jobs from the jobserver in MAKEFLAGS ({facts.jobserver})"
         else:
             jobs_reason = f"the jobserver's tokens free at the start, at most {jobs} (this ninja cannot join it)"
+    shims = facts.shims is not None and joins
+    if shims:  # ahead of the env's cmake too; the shim finds the real one after itself
+        changes["PATH"] = f"{facts.shims}{os.pathsep}{changes['PATH']}"
     prefix_path = base_env.get("CMAKE_PREFIX_PATH")
     changes["CMAKE_PREFIX_PATH"] = str(env.prefix) + (os.pathsep + prefix_path if prefix_path else "")
     changes["USE_NINJA"] = "1"
@@ -195,6 +200,8 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f"-{int(now * 1000) % 1000:03d}"
     log = log_dir / f"{stamp}.log"
     stats_log = log_dir / f"{stamp}.ccache-stats"
+    if shims:
+        changes[jobserver.WAITS] = str(log_dir / f"{stamp}.job-waits")
     if launcher and Path(launcher).name.startswith("ccache"):
         changes.update({"CCACHE_DIR": str(cache_dir), "CCACHE_BASEDIR": str(checkout), "CCACHE_NOHASHDIR": "1",
                         "CCACHE_STATSLOG": str(stats_log)})
@@ -221,7 +228,7 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
         configure["python"] = str(env.python)
     return Plan(checkout, env, toolkit, key, configure, changes, build_command(checkout, env, opts.wheel, dist),
                 log, stats_log, jobs_reason, tuple(notes), opts.wheel, dist if opts.wheel else None, launcher,
-                package_name(checkout), facts.jobserver, joins)
+                package_name(checkout), facts.jobserver, joins, shims)
 
 
 def remote_slots(hosts: list[str]) -> int:
