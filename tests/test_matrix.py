@@ -143,6 +143,10 @@ def test_matrix_builds_importable_wheels_and_shares_the_core(demo_project):
     init.write_text(init.read_text() + "EDITED = 'yes'\n")
     edited = inv("matrix", root=proj, env=env, check=True, timeout=900)
     assert "Running session build-3.10" in edited.output and "Running session build-3.12" in edited.output
+    # The envs exist now: `inv matrix` builds the core itself while nox starts, both sessions take it.
+    assert "the core for CUDA none: built now, ahead of its sessions" in edited.output
+    assert edited.output.count("nothing it depends on changed since it was built") == 2
+    assert len(list((proj / "logs" / "core-cpu-release").glob("*.log"))) == 2
     for s in json.loads((proj / "dist/matrix-summary.json").read_text())["sessions"]:
         with zipfile.ZipFile(s["wheel"]) as whl:
             assert "EDITED = 'yes'" in whl.read("minitorch/__init__.py").decode(), s["session"]

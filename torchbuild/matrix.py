@@ -231,13 +231,13 @@ def build_in_slot(cfg: Config, request: BuildRequest, env: Mapping[str, str]) ->
 
 
 def build_core(cfg: Config, request: BuildRequest, env: Mapping[str, str], source: list[object],
-               python: Path | None = None) -> tuple[Path, dict[str, float]]:
+               python: Path | None = None, install: bool = True) -> tuple[Path, dict[str, float]]:
     """The split build's first half: the Python-independent core's wheel for this CUDA and build type,
     built once, tagged for any Python, and installed into this session's env (`python`'s) unless it is
-    there already. A session that finds the core's fingerprint unchanged (what `source` and the settings
-    say; the wheel kept) takes the wheel without a build: sessions side by side do not queue on the
-    checkout to learn that there is nothing to do. Returns the wheel and the seconds waited: for another
-    session building the core, for the checkout, for job slots."""
+    there already (or `install` is off). A session that finds the core's fingerprint unchanged (what
+    `source` and the settings say; the wheel kept) takes the wheel without a build: sessions side by side
+    do not queue on the checkout to learn that there is nothing to do. Returns the wheel and the seconds
+    waited: for another session building the core, for the checkout, for job slots."""
     core = cfg.root / "dist" / f"core-{request.cuda}-{request.build_type}"
     waits: dict[str, float] = {}
     built = False
@@ -261,12 +261,48 @@ def build_core(cfg: Config, request: BuildRequest, env: Mapping[str, str], sourc
     assert python is not None
     stamp = python.parent.parent / ".torchbuild-core"
     installed = f"{wheel} {wheel.stat().st_mtime_ns}"
-    if not (stamp.exists() and stamp.read_text() == installed):
+    if install and not (stamp.exists() and stamp.read_text() == installed):
         wheels.install([wheel], python, replace=True)
         stamp.write_text(installed)
     _console.get().info(f"core: {wheel.name}, built once for every Python of this CUDA"
                         + ("" if built else "; nothing it depends on changed since it was built"))
     return wheel, waits
+
+
+def cores_ahead(cfg: Config, todo: list[tuple[str, str]]) -> dict[str, Path]:
+    """The cores `inv matrix` can build itself while nox starts the sessions: for each CUDA of the split
+    sessions to run, an env an earlier run made and filled (nox's, in .nox/; the core needs no particular
+    Python), {cuda: venv}. The sessions find the core being built, wait and take it: nox's start-up is
+    off the core's path."""
+    if not todo or not (cfg.matrix.split and split_supported(cfg.source_path)):
+        return {}
+    ready = []
+    for conf in sorted((cfg.root / ".nox").glob("*/pyvenv.cfg")):
+        found = re.search(r"(?m)^version(?:_info)?\s*=\s*(\d+\.\d+)", conf.read_text(errors="replace"))
+        venv = conf.parent
+        if found and (venv / "bin" / "python").exists() and not installs(cfg, found.group(1), venv)[0]:
+            ready.append((found.group(1), venv))
+    ahead: dict[str, Path] = {}
+    for python, cuda in todo:
+        if ready and cuda not in ahead and skip_reason(cfg, python, cuda) is None:
+            ahead[cuda] = next((v for p, v in ready if p == python), ready[0][1])
+    return ahead
+
+
+def build_core_ahead(cfg: Config, cuda: str, venv: Path, env: Mapping[str, str]) -> None:
+    """One CUDA's core built in a session's env (not installed there: the session does that) before the
+    sessions ask for it; a failure is said, and the sessions then build it themselves."""
+    env = {**env, "VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"}
+    request = dataclasses.replace(BuildRequest.resolve(cfg, wheel=True), cuda=cuda, python=None)
+    if kept_core(cfg, request, cfg.root / "dist" / f"core-{cuda}-{request.build_type}"):
+        return
+    _console.get().info(f"the core for CUDA {cuda}: built now, ahead of its sessions, in the env {venv}")
+    try:
+        build_core(cfg, request, env, worktree_state(cfg.source_path, True), venv / "bin" / "python",
+                   install=False)
+    except TorchbuildError as exc:
+        _console.get().warn(f"the core for CUDA {cuda} was not built ahead of its sessions ({exc.message}); "
+                            "they build it themselves")
 
 
 def kept_core(cfg: Config, request: BuildRequest, core: Path) -> Path | None:

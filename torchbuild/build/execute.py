@@ -24,7 +24,7 @@ from ..diagnose import Diagnosis, diagnose
 from ..errors import CommandError, TorchbuildError
 from ..progress import Tracker
 from ..run import format_command, run
-from . import record
+from . import detection, record
 from .plan import Plan, affects_configure, package_name
 from .request import BuildRequest
 from .trees import (
@@ -119,6 +119,11 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
             result.up_to_date = True
             result.wheel = kept
             return result
+        store = plan.detection / detection.key(plan.changes, base_env) if plan.detection else None
+        if store and detection.seed(store, build):
+            plan = replace(plan, changes={**plan.changes, detection.FLAG: "1"})
+            con.info("compiler detection: CMake reads what it found for a tree with the same compilers and "
+                     f"flags ({store})")
         build.mkdir(exist_ok=True)  # the tree is this configuration's from now on, even if interrupted
         write_marker(build, plan.key, plan.configure, None, remedies)
         plan.log.parent.mkdir(parents=True, exist_ok=True)
@@ -160,6 +165,8 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                         continue
                     _fail(plan, tracker, found, exc.returncode, probed, time.monotonic() - start, remedies)
         con.clear_progress()
+        if store:
+            detection.keep(build, store)
         made = newest_wheel(plan.dist, before) if plan.dist else None
         write_marker(build, plan.key, plan.configure, stamp if made or not plan.wheel else None, remedies, made)
         record.write(probed, plan, time.monotonic() - start, "ok", 0, remedies)

@@ -25,7 +25,7 @@ from .trees import STATE
 CONFIGURE_PREFIXES = ("USE_", "BUILD_", "CMAKE_")
 CONFIGURE_NAMES = {"TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "CUDACXX", "CUDAHOSTCXX", "DEBUG", "REL_WITH_DEB_INFO", "CC",
                    "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "BLAS"}
-NOT_CONFIGURE = {"CMAKE_FRESH"}
+NOT_CONFIGURE = {"CMAKE_FRESH", "CMAKE_PLATFORM_INFO_INITIALIZED"}  # the second: detection.py
 
 
 def affects_configure(name: str) -> bool:
@@ -56,6 +56,7 @@ class Plan:
     jobserver: Path | None = None  # take job tokens from this fifo around the build command
     ninja_joins: bool = False  # ninja takes the rest itself; otherwise MAX_JOBS = the tokens taken
     shims: bool = False  # the jobserver's `cmake` shim takes the token around `cmake --build`, not the build
+    detection: Path | None = None  # the cache of CMake's compiler detection (detection.py); None: detect afresh
 
 
 
@@ -228,7 +229,8 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
         configure["python"] = str(env.python)
     return Plan(checkout, env, toolkit, key, configure, changes, build_command(checkout, env, opts.wheel, dist),
                 log, stats_log, jobs_reason, tuple(notes), opts.wheel, dist if opts.wheel else None, launcher,
-                package_name(checkout), facts.jobserver, joins, shims)
+                package_name(checkout), facts.jobserver, joins, shims,
+                None if opts.clean or changes.get("CMAKE_FRESH") else cfg.cache_root / "cmake-detection")
 
 
 def remote_slots(hosts: list[str]) -> int:

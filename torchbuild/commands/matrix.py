@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 import time
 from typing import Sequence
 
@@ -61,9 +62,18 @@ def matrix(cfg: Config, failed: bool = False, sessions: Sequence[str] = (), forc
     start = time.monotonic()
     outer = os.environ.get("MAKEFLAGS", "")  # under `make -j`: take part in make's budget instead
     served = jobserver.serve(jobs) if jobserver.fifo_of(outer) is None else contextlib.nullcontext(outer)
+    ahead = m.cores_ahead(cfg, [pair for pair in pairs if m.session_name(*pair) in todo])
     with served as makeflags, usage.Watch() as watch:
         env = {"MAKEFLAGS": makeflags, m.STARTED: f"{time.time():.3f}", SLOTS_ENV: str(at_once)}
-        result = run(argv, cwd=cfg.root, env=env, check=False, on_line=con.result)
+        cores = [threading.Thread(target=m.build_core_ahead, args=(cfg, cuda, venv, {**os.environ, **env}))
+                 for cuda, venv in ahead.items()]
+        for thread in cores:
+            thread.start()
+        try:
+            result = run(argv, cwd=cfg.root, env=env, check=False, on_line=con.result)
+        finally:
+            for thread in cores:
+                thread.join()
     info = {"sessions run": len(todo), "at once": at_once, "job budget": jobs, "budget reason": reason,
             "wall seconds": round(time.monotonic() - start, 2), "most compilers at once": watch.peak.compilers,
             "peak rss bytes": watch.peak.rss, "peak compilers rss bytes": watch.peak.compilers_rss,
