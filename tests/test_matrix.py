@@ -165,6 +165,16 @@ def test_matrix_builds_importable_wheels_and_shares_the_core(demo_project):
     records = results(proj)
     assert set(records.values()) == {"ok"}
 
+    # Without the split build, from an empty compiler cache: one session builds first and fills the
+    # cache, the other waits for it and compiles only what differs (its Python's extension).
+    shutil.rmtree(proj.parent / "cache" / "ccache")
+    whole = inv("matrix", "--rerun", root=proj, env={**env, "TORCHBUILD_MATRIX_SPLIT": "false"}, check=True,
+                timeout=900)
+    sessions = json.loads((proj / "dist/matrix-summary.json").read_text())["sessions"]
+    assert {s["path"] for s in sessions} == {"one build"} and "builds first, filling the compiler cache" in whole.output
+    first, after = sorted(sessions, key=lambda s: s["waits"].get("first build", 0.0))
+    assert after["waits"]["first build"] > 1 and first["misses"] >= 25 and after["misses"] <= 2
+
 
 def processes_under(path: Path) -> list[str]:
     """Processes whose command line or working folder is under `path`: what a build there left running."""

@@ -22,7 +22,7 @@ from . import console as _console
 from . import wheels
 from .build import BuildRequest, build, report
 from .build.execute import BuildResult, worktree_state
-from .build.request import split_supported
+from .build.request import drives_cmake, split_supported
 from .build.slots import SLOTS_ENV, take_slot
 from .config import Config
 from .console import mask
@@ -131,7 +131,12 @@ def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: 
         try:
             core, core_waits = build_core(cfg, request, env, source, venv / "bin" / "python" if venv else None) \
                 if split else (None, {})
-            result = build_in_slot(cfg, dataclasses.replace(request, part="python") if split else request, env)
+            if split:
+                result = build_in_slot(cfg, dataclasses.replace(request, part="python"), env)
+            elif cfg.build.ccache and cfg.cache.tool != "none" and drives_cmake(cfg.source_path):
+                result, core_waits = build_after_first(cfg, request, env, source)
+            else:
+                result = build_in_slot(cfg, request, env)
             for what, seconds in (*core_waits.items(), ("checkout", result.waited_for_checkout),
                                   ("job slot", result.waited_for_jobs)):
                 waits[what] = waits.get(what, 0.0) + seconds
@@ -267,6 +272,35 @@ def build_core(cfg: Config, request: BuildRequest, env: Mapping[str, str], sourc
     _console.get().info(f"core: {wheel.name}, built once for every Python of this CUDA"
                         + ("" if built else "; nothing it depends on changed since it was built"))
     return wheel, waits
+
+
+def build_after_first(cfg: Config, request: BuildRequest, env: Mapping[str, str],
+                      source: list[object]) -> tuple[BuildResult, dict[str, float]]:
+    """A whole build (no split build) once the compiler cache is warm for this checkout: the first session
+    of a CUDA builds alone, the others wait for it, then compile from the cache it filled instead of
+    compiling the same units beside it at the same time. A stamp (the checkout's fingerprint, as the
+    core's) says the cache is warm; a failed first build leaves none, and the next session goes first."""
+    stamp = cfg.root / "dist" / f"warm-{request.cuda}-{request.build_type}.json"
+    wanted = fingerprint(cfg, "warm", request.cuda, None, [request.build_type, *source], [])
+
+    def warm() -> bool:
+        try:
+            return bool(json.loads(stamp.read_text()).get("fingerprint") == wanted)
+        except (OSError, ValueError, AttributeError):
+            return False
+
+    waits: dict[str, float] = {}
+    if not warm():
+        asked = time.monotonic()
+        with locked(stamp.with_suffix(".lock"), f"filling the compiler cache for {stamp.stem}",
+                    "another session of this CUDA builds first, filling the compiler cache"):
+            waits["first build"] = time.monotonic() - asked
+            if not warm():
+                result = build_in_slot(cfg, request, env)
+                stamp.parent.mkdir(parents=True, exist_ok=True)
+                stamp.write_text(json.dumps({"fingerprint": wanted}))
+                return result, waits
+    return build_in_slot(cfg, request, env), waits
 
 
 def cores_ahead(cfg: Config, todo: list[tuple[str, str]]) -> dict[str, Path]:

@@ -18,7 +18,7 @@ from ..envs import EnvChoice
 from ..errors import TorchbuildError
 from ..toolchain import compilers, cuda, gpu, search_path, system
 from ..toolchain.cuda import Toolkit
-from .request import BuildRequest
+from .request import BuildRequest, drives_cmake
 
 DISTCC_HOST = re.compile(r"[A-Za-z0-9_.-]+(:\d+)?(/\d+)?")
 
@@ -74,10 +74,10 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
                             "works, running its kernels needs a newer driver")
     fifo = jobserver.fifo_of(env.get("MAKEFLAGS"))
     joins = fifo is not None and jobserver.joins_by_itself(ninja_version(choice.prefix, env))
-    drives_cmake = (checkout / "setup.py").is_file() and (checkout / "CMakeLists.txt").is_file()
+    shims = jobserver.shims_of(fifo) if fifo and joins and drives_cmake(checkout) else None
     return BuildFacts(choice, toolkit, host_cxx, gpus.arch_list if gpus else None,
                       find_launcher(cfg, choice.prefix, env), find_distcc(cfg, env), remote_url(cfg, env),
-                      tuple(notes), fifo, joins, jobserver.shims_of(fifo) if fifo and joins and drives_cmake else None)
+                      tuple(notes), fifo, joins, shims)
 
 
 def ninja_version(prefix: Path, env: Mapping[str, str]) -> str | None:

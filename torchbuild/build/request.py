@@ -62,6 +62,12 @@ def split_supported(checkout: Path) -> bool:
     return "BUILD_LIBTORCH_WHL" in text and "BUILD_PYTHON_ONLY" in text
 
 
+def drives_cmake(checkout: Path) -> bool:
+    """Whether setup.py drives CMake at the top of the checkout, as PyTorch's does (compiles then go
+    through CMake's compiler launcher, ccache, and `cmake --build`)."""
+    return (checkout / "setup.py").is_file() and (checkout / "CMakeLists.txt").is_file()
+
+
 def parse_sets(sets: Sequence[str]) -> list[tuple[str, str]]:
     """`--set KEY=VALUE` items as pairs; a clear error for anything else."""
     out = []
