@@ -254,7 +254,7 @@ def test_clean_waits_for_a_running_build(checkout):
 WRITER = """
 import sys
 from pathlib import Path
-from torchbuild.matrix import SessionRecord, write_summary
+from torchbuild.summary import SessionRecord, write_summary
 for i in range(25):
     write_summary(Path(sys.argv[1]), SessionRecord(f"build-{sys.argv[2]}-{i}", "3.12", "none"))
 """

@@ -16,6 +16,7 @@ LAYERS = [
     {"git"},
     {"patches", "envs", "demo"},
     {"build"},
+    {"summary"},
     {"doctor", "matrix"},
     {"commands"},
     {"cli"},

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from torchbuild.demo import make_upstream
-from torchbuild.matrix import SessionRecord, session_name, write_summary
+from torchbuild.matrix import session_name
+from torchbuild.summary import SessionRecord, write_summary
 
 from .conftest import REAL_HOME, REPO, free_port, inv, wait_for_port
 

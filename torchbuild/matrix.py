@@ -14,7 +14,6 @@ import os
 import re
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
@@ -25,42 +24,15 @@ from .build.execute import BuildResult, worktree_state
 from .build.request import drives_cmake, split_supported
 from .build.slots import SLOTS_ENV, take_slot
 from .config import Config
-from .console import mask
 from .errors import TorchbuildError
 from .locks import locked
 from .run import run
+from .summary import SUMMARY, SessionRecord, write_summary
 
-SUMMARY = "matrix-summary.json"
 CORE = "core"  # in place of a Python in the core's fingerprint
 CORE_STAMP = "core.json"  # the core's wheel and fingerprint, beside the wheel
 INSTALL_STAMP = ".torchbuild-installed"
 STARTED = "TORCHBUILD_MATRIX_STARTED"  # when `inv matrix` started nox (epoch seconds)
-
-
-@dataclass(frozen=True)
-class SessionRecord:
-    """One session's line in dist/matrix-summary.json."""
-
-    session: str
-    python: str
-    cuda: str
-    result: str = "ok"  # ok, failed or skipped
-    seconds: float = 0.0
-    hit_rate: float | None = None
-    hits: int = 0
-    misses: int = 0
-    wheel: str | None = None
-    reason: str = ""
-    path: str = ""  # "split": the core built once per CUDA, the Python part per Python; "one build"
-    waits: dict[str, float] = dataclasses.field(default_factory=dict)  # queued / core / job slot: seconds
-    env: str = ""  # the session's env (nox's venv)
-    core: str | None = None  # the split build's core wheel it installed
-    fingerprint: str = ""  # what the result depends on; unchanged: `inv matrix` does not run it again
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, object]) -> SessionRecord:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})  # type: ignore[arg-type]
 
 
 def session_name(python: str, cuda: str) -> str:
@@ -373,64 +345,6 @@ def smoke_import(env_python: Path, wheel: Path, package: str, extra: list[Path] 
                                   f"{(out.stderr or out.stdout).strip().splitlines()[-1:]}",
                                   "look at what the wheel holds: python -m zipfile -l " + str(wheel))
         _console.get().ok(f"{wheel.name} imports in a fresh env")
-
-
-def write_summary(path: Path, record: SessionRecord | None = None, run_info: Mapping[str, object] | None = None
-                  ) -> None:
-    """Merge one session's record (or the last `inv matrix` run's figures) into the summary file:
-    atomically (a reader never sees half a file) and under a lock (two writers never lose each other's)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with locked(path.with_suffix(".lock"), "writing the matrix summary"):  # sessions of two matrices at once
-        try:
-            old = json.loads(path.read_text())
-        except (OSError, ValueError):
-            old = {}
-        others = [r for r in read_summary_file(path) if record is None or r.session != record.session]
-        records = sorted([*others, *([record] if record else [])], key=matrix_order)  # not the finishing order
-        data = {"sessions": [dataclasses.asdict(r) for r in records],
-                "run": dict(run_info) if run_info is not None else old.get("run", {}) if isinstance(old, dict) else {}}
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(mask(json.dumps(data, indent=2)) + "\n")
-        tmp.replace(path)
-
-
-def matrix_order(record: SessionRecord) -> tuple[object, ...]:
-    """Python then CUDA, numbers compared as numbers (3.9 before 3.10, cuda 'none' first)."""
-    def natural(text: str) -> tuple[tuple[int, object], ...]:
-        return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
-    return natural(record.python), record.cuda != "none", natural(record.cuda)
-
-
-def read_run(root: Path) -> dict[str, object]:
-    """The last `inv matrix` run's figures (parallel, budget, peaks, wall time)."""
-    try:
-        data = json.loads((root / "dist" / SUMMARY).read_text()).get("run") or {}
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError, AttributeError):
-        return {}
-
-
-def read_summary_file(path: Path) -> list[SessionRecord]:
-    try:
-        return [SessionRecord.from_json(s) for s in json.loads(path.read_text()).get("sessions", [])]
-    except (OSError, ValueError, TypeError, AttributeError):
-        return []
-
-
-def read_summary(root: Path) -> list[SessionRecord]:
-    return read_summary_file(root / "dist" / SUMMARY)
-
-
-def table(records: list[SessionRecord], fresh: set[str] | None = None) -> list[tuple[str, ...]]:
-    """Summary rows; sessions not in `fresh` (when given) were up to date and did not run."""
-    rows: list[tuple[str, ...]] = []
-    for r in records:
-        rate = f"{r.hit_rate:.0%}" if r.hit_rate is not None else "-"
-        time_ = f"{r.seconds:.1f}s" if fresh is None or r.session in fresh else "up to date"
-        waited = ", ".join(f"{k} {v:.1f}s" for k, v in r.waits.items()) or "-"
-        rows.append((r.session, r.python, r.cuda, r.result, time_, waited, rate, r.path or "-",
-                     r.wheel or r.reason or "-"))
-    return rows
 
 
 def installs(cfg: Config, python_version: str, venv: Path) -> tuple[list[list[str]], str]:

@@ -15,7 +15,7 @@ import time
 from typing import Sequence
 
 from .. import console as _console
-from .. import jobserver, usage
+from .. import jobserver, summary, usage
 from .. import matrix as m
 from ..build.execute import worktree_state
 from ..build.slots import SLOTS_ENV
@@ -35,7 +35,7 @@ def matrix(cfg: Config, failed: bool = False, sessions: Sequence[str] = (), forc
     """Run nox's build sessions (all, some, or the failed ones) that are not up to date, side by side,
     then print the summary table."""
     con = _console.get()
-    records = {r.session: r for r in m.read_summary(cfg.root)}
+    records = {r.session: r for r in summary.read_summary(cfg.root)}
     pairs = m.combos(cfg)
     names = list(sessions) or [m.session_name(p, c) for p, c in pairs]
     if failed:
@@ -78,7 +78,7 @@ def matrix(cfg: Config, failed: bool = False, sessions: Sequence[str] = (), forc
             "wall seconds": round(time.monotonic() - start, 2), "most compilers at once": watch.peak.compilers,
             "peak rss bytes": watch.peak.rss, "peak compilers rss bytes": watch.peak.compilers_rss,
             "free memory bytes at start": free}
-    m.write_summary(cfg.root / "dist" / m.SUMMARY, run_info=info)
+    summary.write_summary(cfg.root / "dist" / summary.SUMMARY, run_info=info)
     show(cfg, names, set(todo))
     con.info(f"wall {info['wall seconds']}s for {len(todo)} session(s), {at_once} at a time; at most "
              f"{watch.peak.compilers} compilers at once (budget {jobs}); peak memory "
@@ -90,7 +90,7 @@ def matrix(cfg: Config, failed: bool = False, sessions: Sequence[str] = (), forc
 
 def show(cfg: Config, names: list[str], fresh: set[str]) -> None:
     order = {name: i for i, name in enumerate(names)}
-    records = sorted((r for r in m.read_summary(cfg.root) if r.session in order), key=lambda r: order[r.session])
+    records = sorted((r for r in summary.read_summary(cfg.root) if r.session in order), key=lambda r: order[r.session])
     if records:
-        table(m.table(records, fresh), HEADER)
-        _console.get().info(f"summary: {cfg.root / 'dist' / m.SUMMARY}")
+        table(summary.table(records, fresh), HEADER)
+        _console.get().info(f"summary: {cfg.root / 'dist' / summary.SUMMARY}")
