@@ -193,23 +193,35 @@ def processes_under(path: Path) -> list[str]:
 
 @pytest.mark.slow
 def test_ctrl_c_stops_every_session_and_its_compilers(demo_project, tmp_path):
+    """Ctrl-C while the sessions compile (a first run: a session builds the core), then while `inv matrix`
+    builds the core itself ahead of the sessions (their envs exist): nothing is left running."""
     proj, env, checkout = demo_project
-    proc = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(proj), "matrix"],
-                            env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)  # its own group: the test plays the terminal's Ctrl-C
-    deadline = time.monotonic() + 300
-    while not any("cc1plus" in p for p in processes_under(tmp_path)):
-        assert proc.poll() is None and time.monotonic() < deadline, "no compiler started"
-        time.sleep(0.1)
-    os.killpg(proc.pid, signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode != 0, out[-2000:]
-    for _ in range(50):  # every session's process tree is gone (nox stops them; each stops its build)
-        left = processes_under(tmp_path)
-        if not left:
-            break
-        time.sleep(0.1)
-    assert left == [], left
+
+    def interrupt_once_compiling() -> str:
+        proc = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(proj), "matrix"],
+                                env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)  # its own group: the test plays Ctrl-C
+        deadline = time.monotonic() + 300
+        while not any("cc1plus" in p for p in processes_under(tmp_path)):
+            assert proc.poll() is None and time.monotonic() < deadline, "no compiler started"
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode != 0, out[-2000:]
+        for _ in range(50):  # every session's process tree is gone (nox stops them; each stops its build)
+            left = processes_under(tmp_path)
+            if not left:
+                break
+            time.sleep(0.1)
+        assert left == [], left
+        return out
+
+    interrupt_once_compiling()
+    inv("matrix", root=proj, env=env, check=True, timeout=900)
+    unit = checkout / "c10/core/unit_02.cpp"
+    unit.write_text(unit.read_text() + "int edited_for_the_test = 1;\n")
+    out = interrupt_once_compiling()
+    assert "ahead of its sessions" in out and "was not built ahead" not in out, out[-2000:]
 
 
 @pytest.mark.slow

@@ -24,7 +24,7 @@ from .build.execute import BuildResult, worktree_state
 from .build.request import drives_cmake, split_supported
 from .build.slots import SLOTS_ENV, take_slot
 from .config import Config
-from .errors import TorchbuildError
+from .errors import Interrupted, TorchbuildError
 from .locks import locked
 from .run import run
 from .summary import SUMMARY, SessionRecord, write_summary
@@ -277,8 +277,8 @@ def build_after_first(cfg: Config, request: BuildRequest, env: Mapping[str, str]
 
 def cores_ahead(cfg: Config, todo: list[tuple[str, str]]) -> dict[str, Path]:
     """The cores `inv matrix` can build itself while nox starts the sessions: for each CUDA of the split
-    sessions to run, an env an earlier run made and filled (nox's, in .nox/; the core needs no particular
-    Python), {cuda: venv}. The sessions find the core being built, wait and take it: nox's start-up is
+    sessions to run, the env an earlier run made and filled for one of them (nox's, in .nox/),
+    {cuda: venv}. The sessions find the core being built, wait and take it: nox's start-up is
     off the core's path."""
     if not todo or not (cfg.matrix.split and split_supported(cfg.source_path)):
         return {}
@@ -289,9 +289,10 @@ def cores_ahead(cfg: Config, todo: list[tuple[str, str]]) -> dict[str, Path]:
         if found and (venv / "bin" / "python").exists() and not installs(cfg, found.group(1), venv)[0]:
             ready.append((found.group(1), venv))
     ahead: dict[str, Path] = {}
-    for python, cuda in todo:
-        if ready and cuda not in ahead and skip_reason(cfg, python, cuda) is None:
-            ahead[cuda] = next((v for p, v in ready if p == python), ready[0][1])
+    for python, cuda in todo:  # the env of a session to run: a Python the checkout builds with
+        venv = next((v for p, v in ready if p == python), None)
+        if venv and cuda not in ahead and skip_reason(cfg, python, cuda) is None:
+            ahead[cuda] = venv
     return ahead
 
 
@@ -306,6 +307,8 @@ def build_core_ahead(cfg: Config, cuda: str, venv: Path, env: Mapping[str, str])
     try:
         build_core(cfg, request, env, worktree_state(cfg.source_path, True), venv / "bin" / "python",
                    install=False)
+    except Interrupted:
+        pass  # Ctrl-C: `inv matrix` says so
     except TorchbuildError as exc:
         _console.get().warn(f"the core for CUDA {cuda} was not built ahead of its sessions ({exc.message}); "
                             "they build it themselves")
