@@ -18,13 +18,14 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
+
+from .run import passthrough
 
 FIFO_AUTH = re.compile(r"--jobserver-auth=fifo:(\S+)")
 JOINS_BY_ITSELF = (1, 13)  # ninja 1.13.0: "Ninja now automatically joins a GNU Make jobserver as a client"
@@ -134,8 +135,7 @@ def shim(argv: list[str]) -> int:
             if os.environ.get(WAITS) and held.waited >= 0.05:
                 with open(os.environ[WAITS], "a") as f:
                     f.write(f"{held.waited:.3f}\n")
-            # a plain child, not torchbuild.run: its output is the build's, passed through as it is
-            return subprocess.call([real, *argv[1:]], env={**os.environ, HELD: "1"})
+            return passthrough([real, *argv[1:]], {**os.environ, HELD: "1"})
     except KeyboardInterrupt:
         return 130
 

@@ -290,9 +290,9 @@ def cores_ahead(cfg: Config, todo: list[tuple[str, str]]) -> dict[str, Path]:
             ready.append((found.group(1), venv))
     ahead: dict[str, Path] = {}
     for python, cuda in todo:  # the env of a session to run: a Python the checkout builds with
-        venv = next((v for p, v in ready if p == python), None)
-        if venv and cuda not in ahead and skip_reason(cfg, python, cuda) is None:
-            ahead[cuda] = venv
+        env = next((v for p, v in ready if p == python), None)
+        if env and cuda not in ahead and skip_reason(cfg, python, cuda) is None:
+            ahead[cuda] = env
     return ahead
 
 

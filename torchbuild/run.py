@@ -235,6 +235,12 @@ def _emit(raw: bytes, tail: collections.deque[str], on_line: Callable[[str], Non
         on_line(line)
 
 
+def passthrough(argv: Sequence[str], env: Mapping[str, str]) -> int:
+    """Run `argv` on this process's stdin, stdout and stderr and return its exit status: for a stand-in
+    for a tool (the jobserver's cmake shim), whose output belongs to whoever ran the tool."""
+    return subprocess.call(list(argv), env=dict(env))
+
+
 def install_signal_handlers() -> None:
     """Turn SIGTERM and SIGHUP into the same clean stop as Ctrl-C (main thread only)."""
 
