@@ -177,6 +177,31 @@ def test_resume_after_a_killed_clone(upstream, tmp_path, isolated_env, cache):
     inv("sync", "--path", str(dest), check=True)
 
 
+def test_a_lock_file_left_by_a_killed_git_does_not_stop_the_resume(upstream, tmp_path):
+    """What a SIGKILL in the middle of a submodule's clone can leave: its repo fetched but not checked out,
+    its own submodules not started, and git's config.lock. The next clone clears the lock and finishes."""
+    import shutil
+
+    dest = tmp_path / "co"
+    clone(upstream, dest, check=True)
+    fbgemm, gitdir = dest / "third_party/fbgemm", dest / ".git/modules/third_party/fbgemm"
+    names = git(fbgemm, "config", "--name-only", "--get-regexp", r"^submodule\.").split()
+    for section in {n.rsplit(".", 1)[0] for n in names}:
+        git(fbgemm, "config", "--remove-section", section)
+    shutil.rmtree(gitdir / "modules")
+    (gitdir / "index").unlink()
+    for child in fbgemm.iterdir():
+        if child.name != ".git":
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+    (gitdir / "config.lock").write_text("")
+    done = clone(upstream, dest, check=True)
+    for rel in SUBMODULE_FILES:
+        assert (dest / rel).is_file(), rel
+    assert "removing config.lock, which the interrupted git left in third_party/fbgemm" in done.stderr
+    assert not (gitdir / "config.lock").exists()
+    assert git(dest, "status", "--porcelain") == ""
+
+
 def test_sync_follows_upstream_commits_and_urls(upstream, tmp_path):
     dest = tmp_path / "co"
     clone(upstream, dest, check=True)

@@ -29,7 +29,7 @@ from .run import passthrough
 
 FIFO_AUTH = re.compile(r"--jobserver-auth=fifo:(\S+)")
 JOINS_BY_ITSELF = (1, 13)  # ninja 1.13.0: "Ninja now automatically joins a GNU Make jobserver as a client"
-SHIMS = ("cmake", "cmake3")  # PyTorch's setup.py runs whichever of these PATH has (the newer)
+SHIMS = ("cmake",)  # not cmake3: PyTorch's setup.py runs `cmake3 --version` whenever PATH has one
 # The shim: sh for everything but `cmake --build` (a cmake start costs no Python start), which goes to `shim`.
 SHIM = """#!/bin/sh
 # torchbuild: cmake for a build under `inv matrix`; `cmake --build` holds a job token (torchbuild/jobserver.py)

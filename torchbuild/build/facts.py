@@ -74,7 +74,10 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
                             "works, running its kernels needs a newer driver")
     fifo = jobserver.fifo_of(env.get("MAKEFLAGS"))
     joins = fifo is not None and jobserver.joins_by_itself(ninja_version(choice.prefix, env))
-    shims = jobserver.shims_of(fifo) if fifo and joins and drives_cmake(checkout) else None
+    path = f"{choice.prefix / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    # The shim stands in for `cmake`; PyTorch's setup.py takes a newer `cmake3` instead where there is one.
+    use_shims = fifo and joins and drives_cmake(checkout) and shutil.which("cmake3", path=path) is None
+    shims = jobserver.shims_of(fifo) if fifo and use_shims else None
     return BuildFacts(choice, toolkit, host_cxx, gpus.arch_list if gpus else None,
                       find_launcher(cfg, choice.prefix, env), find_distcc(cfg, env), remote_url(cfg, env),
                       tuple(notes), fifo, joins, shims)

@@ -213,7 +213,8 @@ def _clear_interrupted(git: Git, repo: Path, entries: Sequence[Entry]) -> None:
     """Finish or remove what an interrupted clone left for these submodules.
 
     A module git dir without refs or HEAD holds nothing of the user's and is removed; one that
-    was fetched but never checked out (no index) gets its checkout.
+    was fetched but never checked out (no index) gets its checkout, after the lock files its killed
+    git left (config.lock, index.lock) are removed: no git works there but ours (the checkout lock).
     """
     if git.options.dry_run:
         return
@@ -230,6 +231,9 @@ def _clear_interrupted(git: Git, repo: Path, entries: Sequence[Entry]) -> None:
                 shutil.rmtree(gitdir)
             elif not (gitdir / "index").exists() and (sub / ".git").is_file():
                 con.info(f"finishing the checkout of {e.path} that an interrupted run began")
+                for stale in sorted(gitdir.glob("*.lock")):  # its git was killed: they are nobody's now
+                    con.info(f"removing {stale.name}, which the interrupted git left in {e.path}")
+                    stale.unlink()
                 git.act(["checkout", "--quiet", "--detach", "HEAD"], sub)
         gitfile = sub / ".git"
         if gitfile.is_file() and not any(p.name != ".git" for p in sub.iterdir()):
