@@ -133,18 +133,24 @@ def test_changed_configuration_reconfigures_the_tree(demo):
     assert "reconfiguring" not in build(demo, "--cuda", "none", "--set", "USE_FOO=1").stderr
 
 
-def test_a_new_tree_takes_compiler_detection_from_one_with_the_same_compilers(demo, tmp_path, monkeypatch):
+def test_a_new_tree_takes_compiler_detection_from_one_with_the_same_compilers(shared, tmp_path, monkeypatch):
     """A second configuration's first configure reads what CMake found for the first (same compilers and
     flags) instead of detecting again, and builds a working module; other flags, or --clean, detect anew."""
-    monkeypatch.setenv("TORCHBUILD_PATHS_CACHE_DIR", str(tmp_path / "cache"))  # no detection kept by other tests
+    for key, value in {**shared, "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs"),
+                       "TORCHBUILD_PATHS_CACHE_DIR": str(tmp_path / "cache")}.items():  # no detection kept before
+        monkeypatch.setenv(key, value)
+    demo = tmp_path / "co"
+    inv("clone", "--url", make_upstream(tmp_path / "upstream", units=4).url("pytorch"), "--path", str(demo),
+        check=True)
     first = build(demo, "--cuda", "none")
     assert "compiler detection:" not in first.stderr and "The CXX compiler identification" in last_log(demo)
+    checksum = run_python("import minitorch; print(minitorch.checksum())", demo.parent)
     debug = build(demo, "--cuda", "none", "--debug")
     assert "compiler detection: CMake reads what it found" in debug.stderr
     log = last_log(demo)
     assert "The CXX compiler identification" not in log and "CMAKE_PLATFORM_INFO_INITIALIZED=1" in log.splitlines()[0]
-    assert len(compiled(log)) >= 26 and "CMAKE_BUILD_TYPE:STRING=Debug" in (demo / "build/CMakeCache.txt").read_text()
-    assert run_python("import minitorch; print(minitorch.checksum())", demo.parent) == "1144625"
+    assert len(compiled(log)) >= 6 and "CMAKE_BUILD_TYPE:STRING=Debug" in (demo / "build/CMakeCache.txt").read_text()
+    assert run_python("import minitorch; print(minitorch.checksum())", demo.parent) == checksum
     assert "up to date" in build(demo, "--cuda", "none", "--debug").stderr  # the flag is not part of the configuration
     flags = build(demo, "--cuda", "none", "--rel-with-deb-info", "--set", "CXXFLAGS=-O1")  # a new tree
     assert "new tree for" in flags.stderr and "compiler detection:" not in flags.stderr
