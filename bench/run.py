@@ -71,6 +71,18 @@ class Bench:
               f"(target {target}; ours min {ours['min']:.3f} max {ours['max']:.3f}; plain min {plain['min']:.3f} "
               f"max {plain['max']:.3f}; n={ours['n']})", flush=True)
 
+    def record_pairs(self, name: str, pairs: list[tuple[float, float]], target: str, what: str,
+                     plain_what: str) -> None:
+        """A figure measured in turn with its baseline: its ratio is the median of the pairs' ratios (this
+        machine's speed drifts over minutes; each pair ran within one), the ratio of medians kept too."""
+        self.record(name, stats([m for m, _ in pairs]), stats([b for _, b in pairs]), target, what, plain_what)
+        ratios = [m / b for m, b in pairs]
+        row = self.results[name]
+        row.update({"ratio of medians": row["ratio"], "ratio": statistics.median(ratios), "pair ratios": stats(ratios),
+                    "pairs": [[round(m, 3), round(b, 3)] for m, b in pairs]})
+        print(f"{'':28s} ratio of each pair: median {statistics.median(ratios):.3f} (min {min(ratios):.3f} "
+              f"max {max(ratios):.3f})", flush=True)
+
     # ------------------------------------------------------------------ 1. clone
     def clone(self) -> None:
         """20 submodules (5 nested); upstream fetches cost 0.2 s each (a network stand-in)."""
@@ -195,10 +207,15 @@ class Bench:
                     "a fresh build of the same configuration")
 
     # ------------------------------------------------------------------ 5. matrix
-    def matrix(self) -> None:
+    def matrix_vs_build(self) -> None:
+        """Only the matrix's row against one bare `inv build` (`--only matrix_vs_build`)."""
+        self.matrix(only_vs_build=True)
+
+    def matrix(self, only_vs_build: bool = False) -> None:
         """`inv matrix`, 3 Pythons x cpu on the demo, each repetition from nothing (no build trees, slots,
         wheels or compiler cache; the nox envs made once): side by side and one by one, with the split
-        build, one shared ccache, or no sharing, each against a 1-session matrix. Then a no-op matrix."""
+        build, one shared ccache, or no sharing, each against a 1-session matrix; side by side against one
+        bare `inv build`, the two in turn. Then a no-op matrix."""
         pythons = [p for p in ("3.10", "3.11", "3.12") if any((Path.home() / ".pyenv/versions").glob(f"{p}.*"))]
         if len(pythons) < 3:
             print("matrix: skipped (needs pyenv Pythons 3.10, 3.11 and 3.12)")
@@ -228,18 +245,15 @@ class Bench:
             return once
 
         one = ("--session", f"build-{pythons[0]}(cuda='none')")
-        singles: dict[tuple[bool, bool], dict[str, float]] = {}
-        for label, args, kw, target in (
-                ("split, side by side", (), {}, "<= 1.25"),
+        for label, args, kw, target in () if only_vs_build else (
+                ("split, side by side", (), {}, "-"),
                 ("split, one by one", ("--parallel", "1"), {}, "-"),
                 ("shared ccache, side by side", (), {"split": False}, "-"),
                 ("no sharing, one by one", ("--parallel", "1"), {"split": False, "share": False}, "~3.0")):
-            key = (kw.get("split", True), kw.get("share", True))
-            if key not in singles:  # each way's own baseline: the same matrix with one Python
-                singles[key] = repeat(self.reps, from_nothing(*one, **kw))
-            ours = repeat(self.reps, from_nothing(*args, **kw))
-            self.record(f"matrix 3 Pythons ({label})", ours, singles[key], target,
-                        f"inv matrix: 3 Pythons x cpu, {label}", "the same with 1 Python")
+            base, ours = from_nothing(*one, **kw), from_nothing(*args, **kw)  # its own way, with one Python
+            pairs = [(base(i), ours(i))[::-1] for i in range(self.reps)]  # in turn; the 3-Python run last
+            self.record_pairs(f"matrix 3 Pythons ({label})", pairs, target, f"inv matrix: 3 Pythons x cpu, {label}",
+                              "the same with 1 Python")
             info = json.loads((proj / "dist" / "matrix-summary.json").read_text())["run"]
             self.results[f"matrix 3 Pythons ({label})"]["usage"] = {
                 k: info[k] for k in ("at once", "job budget", "most compilers at once", "peak rss bytes",
@@ -253,11 +267,12 @@ class Bench:
 
         timed(inv + ["build", "--wheel", "--cuda", "none", "--python", pythons[0]], env)  # makes its env once
         side_by_side = from_nothing()
-        pairs = [(side_by_side(i), single(i)) for i in range(self.reps)]  # taken in turn: drift hits both alike
-        self.record("matrix 3 Pythons vs inv build", stats([m for m, _ in pairs]), stats([s for _, s in pairs]),
-                    "<= 1.25",
-                    "inv matrix: 3 Pythons x cpu, split, side by side",
-                    f"one inv build --wheel --cuda none --python {pythons[0]}, from nothing")
+        pairs = [(side_by_side(i), single(i)) for i in range(self.reps + 2)]  # in turn: drift hits both alike
+        self.record_pairs("matrix 3 Pythons vs inv build", pairs, "<= 1.25",
+                          "inv matrix: 3 Pythons x cpu, split, side by side",
+                          f"one inv build --wheel --cuda none --python {pythons[0]}, from nothing")
+        if only_vs_build:
+            return
         timed(inv + ["matrix"], env)
         noop = repeat(self.reps, lambda i: timed(inv + ["matrix"], env))
         self.results["no-op inv matrix (3 sessions)"] = {**noop, "target": "<= 2 s"}
@@ -418,8 +433,10 @@ def write_readme(results: dict) -> None:
     rows = ["| figure | torchbuild | plain recipe | ratio | target |", "|---|---|---|---|---|"]
     for name, r in results.items():
         if isinstance(r, dict) and "ratio" in r:
+            how = f" (median of {len(r['pairs'])} pairs' ratios; of the medians {r['ratio of medians']:.2f})" \
+                if "pairs" in r else ""
             rows.append(f"| {name} | {r['what']}: {r['ours']['median']:.2f} s | {r['plain_what']}: "
-                        f"{r['plain']['median']:.2f} s | {r['ratio']:.2f} | {r['target']} |")
+                        f"{r['plain']['median']:.2f} s | {r['ratio']:.2f}{how} | {r['target']} |")
     noop = results.get("no-op inv matrix (3 sessions)")
     if noop:
         rows.append(f"| no-op inv matrix | 3 sessions up to date: {noop['median']:.2f} s | - | - | {noop['target']} |")
@@ -443,7 +460,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller demo builds (still 5 repetitions)")
     parser.add_argument("--only", nargs="*", default=None,
-                        help="clone overhead noop switch matrix distcc envs memory realworld")
+                        help="clone overhead noop switch matrix matrix_vs_build distcc envs memory realworld")
     parser.add_argument("--readme", action="store_true", help="rewrite README's Performance table")
     args = parser.parse_args()
     names = args.only or ["overhead", "noop", "clone", "switch", "matrix", "distcc", "envs", "memory", "realworld"]
