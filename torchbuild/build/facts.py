@@ -76,8 +76,8 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
     joins = fifo is not None and jobserver.joins_by_itself(ninja_version(choice.prefix, env))
     path = f"{choice.prefix / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     # The shim stands in for `cmake`; PyTorch's setup.py takes a newer `cmake3` instead where there is one.
-    use_shims = fifo and joins and drives_cmake(checkout) and shutil.which("cmake3", path=path) is None
-    shims = jobserver.shims_of(fifo) if fifo and use_shims else None
+    shims = jobserver.shims_of(fifo) if fifo is not None and joins and drives_cmake(checkout) \
+        and shutil.which("cmake3", path=path) is None else None
     return BuildFacts(choice, toolkit, host_cxx, gpus.arch_list if gpus else None,
                       find_launcher(cfg, choice.prefix, env), find_distcc(cfg, env), remote_url(cfg, env),
                       tuple(notes), fifo, joins, shims)
