@@ -14,6 +14,7 @@ import pytest
 
 from torchbuild import jobserver
 from torchbuild.build import slots
+from torchbuild.build.trees import build_lock
 
 from .conftest import git
 
@@ -163,3 +164,19 @@ def test_a_slot_mirrors_the_working_tree_and_only_what_git_shows(tmp_path):
     (co / "new.py").write_text("NEW = 22\n")
     assert slots.sync(co, slot) == 1 and (slot / "new.py").read_text() == "NEW = 22\n"
     shutil.rmtree(slot)
+
+
+def test_holding_the_checkout_never_shows_in_git_status(tmp_path):
+    """The slot and build locks live in .torchbuild/, which git ignores before it exists: a matrix session
+    that reads `git status` beside a build holding them sees the checkout as it is (and stays up to date)."""
+    co = tmp_path / "co"
+    co.mkdir()
+    git(co, "init", "-q")
+    (co / "a.py").write_text("A = 1\n")
+    git(co, "add", ".")
+    git(co, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "co")
+    with slots.take_slot(tmp_path / "cache", co, 1) as where:
+        assert where == co and (co / ".torchbuild" / "slot.lock").exists()
+        assert git(co, "status", "--porcelain", "--untracked-files=all") == ""
+        with build_lock(co):
+            assert git(co, "status", "--porcelain", "--untracked-files=all") == ""

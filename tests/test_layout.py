@@ -16,7 +16,7 @@ LAYERS = [
     {"git"},
     {"patches", "envs", "demo"},
     {"build"},
-    {"summary"},
+    {"summary", "freshness"},
     {"doctor", "matrix"},
     {"commands"},
     {"cli"},

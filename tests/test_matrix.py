@@ -144,6 +144,7 @@ def test_matrix_builds_importable_wheels_and_shares_the_core(demo_project):
     init.write_text(init.read_text() + "EDITED = 'yes'\n")
     edited = inv("matrix", root=proj, env=env, check=True, timeout=900)
     assert "Running session build-3.10" in edited.output and "Running session build-3.12" in edited.output
+    assert "build-3.12(cuda='none') runs again: the checkout changed\n" in edited.output  # and nothing else
     # The envs exist now: `inv matrix` builds the core itself while nox starts, both sessions take it.
     assert "the core for CUDA none: built now, ahead of its sessions" in edited.output
     assert edited.output.count("nothing it depends on changed since it was built") == 2
@@ -162,6 +163,7 @@ def test_matrix_builds_importable_wheels_and_shares_the_core(demo_project):
     assert records == {"build-3.10(cuda='none')": "ok", "build-3.12(cuda='none')": "failed"}
     unit.write_text(good)
     again = inv("matrix", "--failed", root=proj, env=env, check=True, timeout=600)
+    assert "build-3.12(cuda='none') runs again: it failed last time" in again.output
     assert "build-3.12(cuda='none')" in again.stdout and "Running session build-3.10" not in again.stdout
     records = results(proj)
     assert set(records.values()) == {"ok"}

@@ -9,6 +9,7 @@ compiled once per CUDA version and reused by the other Pythons.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -25,6 +26,7 @@ from .build.request import drives_cmake, split_supported
 from .build.slots import SLOTS_ENV, take_slot
 from .config import Config
 from .errors import Interrupted, TorchbuildError
+from .freshness import STARTED, fingerprint, stamped
 from .locks import locked
 from .run import run
 from .summary import SUMMARY, SessionRecord, write_summary
@@ -32,7 +34,6 @@ from .summary import SUMMARY, SessionRecord, write_summary
 CORE = "core"  # in place of a Python in the core's fingerprint
 CORE_STAMP = "core.json"  # the core's wheel and fingerprint, beside the wheel
 INSTALL_STAMP = ".torchbuild-installed"
-STARTED = "TORCHBUILD_MATRIX_STARTED"  # when `inv matrix` started nox (epoch seconds)
 
 
 def session_name(python: str, cuda: str) -> str:
@@ -118,65 +119,17 @@ def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: 
             if result.wheel is None:
                 raise TorchbuildError(f"the build left no wheel in {dist}", "look at the build log")
             smoke_import(Path(str(result.python)), result.wheel, result.package, [core] if core else [])
-            record = dataclasses.replace(record, core=str(core) if core else None,
-                                         fingerprint=fingerprint(cfg, python, cuda, venv, source, [result.wheel, core]))
+            record = stamped(cfg, dataclasses.replace(record, core=str(core) if core else None), venv, source,
+                             [result.wheel, core])
         except TorchbuildError as exc:
             record = dataclasses.replace(record, result="failed", reason=exc.message)
             con.error(f"{name}: {exc.message}", exc.hint)
     if record.result == "skipped":
-        record = dataclasses.replace(record, fingerprint=fingerprint(cfg, python, cuda, venv, source, []))
+        record = stamped(cfg, record, venv, source, [])
     record = dataclasses.replace(record, seconds=round(time.monotonic() - start, 2),
                                  waits={k: round(v, 2) for k, v in waits.items() if v >= 0.05})
     write_summary(cfg.root / "dist" / SUMMARY, record)
     return record
-
-
-def fingerprint(cfg: Config, python: str, cuda: str, venv: Path | None, source: list[object],
-                outputs: list[Path | None]) -> str:
-    """What a session's result depends on, hashed: the checkout's commit and changed files (taken before
-    the build), the settings and configure variables, the tools on PATH, the CUDA toolkits, the env's
-    packages, and the wheels it made. Cheap (stats and two git calls): `inv matrix` checks it for every
-    session before starting nox, so a matrix with nothing to do costs well under a second."""
-    import hashlib
-    import shutil
-
-    from . import __version__
-    from .build.plan import affects_configure
-    from .toolchain.cuda import candidate_roots
-
-    def ident(path: Path | str | None) -> list[object]:
-        try:
-            st = Path(path).stat() if path else None
-        except OSError:
-            st = None
-        return [str(path), st.st_size if st else None, st.st_mtime_ns if st else None]
-
-    search = (str(venv / "bin") + os.pathsep if venv else "") + os.environ.get("PATH", "")
-    tools = [ident(shutil.which(t, path=search)) for t in ("cc", "c++", "cmake", "ninja", "nvcc", "ccache", "sccache",
-                                                           "distcc")]
-    cpu = cuda in ("none", "cpu")
-    roots = [] if cpu else [ident(r / "bin" / "nvcc")
-                            for r, _ in candidate_roots(os.environ, cfg.toolchain.cuda_roots, cfg.cache_root)]
-    site = [ident(p) for p in sorted(venv.glob("lib/python*/site-packages"))] if venv else []
-    variables = sorted((k, v) for k, v in os.environ.items()
-                       if affects_configure(k) or k.startswith("TORCHBUILD_") and k not in (STARTED, SLOTS_ENV))
-    data = [__version__, python, cuda, source, repr(cfg.build), repr(cfg.cache), repr(cfg.toolchain),
-            cfg.matrix.split, str(cfg.source_path), variables, tools, roots, site, [ident(o) for o in outputs if o]]
-    return hashlib.sha256(json.dumps(data, default=str).encode()).hexdigest()[:20]
-
-
-def current(cfg: Config, record: SessionRecord, source: list[object]) -> bool:
-    """Whether the session's last result still holds: it succeeded (or was skipped) and nothing it
-    depends on has changed since."""
-    if record.result not in ("ok", "skipped") or not record.fingerprint:
-        return False
-    venv = Path(record.env) if record.env else None
-    if venv is not None and not venv.exists():
-        return False
-    outputs: list[Path | None] = []
-    if record.result == "ok":
-        outputs = [Path(record.wheel) if record.wheel else None, Path(record.core) if record.core else None]
-    return fingerprint(cfg, record.python, record.cuda, venv, source, outputs) == record.fingerprint
 
 
 def budget(cfg: Config, pairs: list[tuple[str, str]]) -> tuple[int, str]:
@@ -358,8 +311,6 @@ def installs(cfg: Config, python_version: str, venv: Path) -> tuple[list[list[st
 
     checkout = cfg.source_path if cfg.source_path.exists() else None
     pin, reqs = envs.pip_bootstrap(python_version), envs.requirements(checkout, python_version)
-    import hashlib
-
     stamp = hashlib.sha256(json.dumps([pin, reqs, cfg.mirrors.pip_options()]).encode()).hexdigest()  # no url kept
     if (venv / INSTALL_STAMP).exists() and (venv / INSTALL_STAMP).read_text() == stamp:
         return [], stamp

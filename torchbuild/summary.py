@@ -36,6 +36,7 @@ class SessionRecord:
     env: str = ""  # the session's env (nox's venv)
     core: str | None = None  # the split build's core wheel it installed
     fingerprint: str = ""  # what the result depends on; unchanged: `inv matrix` does not run it again
+    depends: dict[str, str] = dataclasses.field(default_factory=dict)  # the fingerprint's parts, each hashed
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> SessionRecord:

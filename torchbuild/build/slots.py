@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..run import run
-from .trees import STATE
+from .trees import STATE, state_dir
 
 SLOTS_ENV = "TORCHBUILD_MATRIX_SLOTS"  # how many slots the sessions of an `inv matrix` run may use
 
@@ -39,7 +39,7 @@ def take_slot(cache_root: Path, checkout: Path, count: int) -> Iterator[Path]:
     which leaves the checkout to the split build's core; with all busy, waits for the checkout."""
     for index in [*range(1, max(1, count)), 0]:
         path = slot_path(cache_root, checkout, index)
-        lockfile = (checkout / STATE / "slot.lock") if index == 0 else path.with_suffix(".lock")
+        lockfile = (state_dir(checkout) / "slot.lock") if index == 0 else path.with_suffix(".lock")
         lockfile.parent.mkdir(parents=True, exist_ok=True)
         fh = open(lockfile, "a+")
         try:
@@ -54,7 +54,7 @@ def take_slot(cache_root: Path, checkout: Path, count: int) -> Iterator[Path]:
             return
         finally:
             fh.close()
-    with open(checkout / STATE / "slot.lock", "a+") as fh:
+    with open(state_dir(checkout) / "slot.lock", "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         yield checkout
 

@@ -77,10 +77,8 @@ def configure_changes(old: Mapping[str, object] | None, new: Mapping[str, str]) 
 
 
 def build_lock(checkout: Path) -> contextlib.AbstractContextManager[None]:
-    """One build (or clean) per checkout at a time; the second waits and says so. The lock lives in
-    .torchbuild/, which git is told to ignore first: `git status` never sees it come and go."""
-    exclude_state(checkout)
-    return locked(checkout / STATE / "lock", f"building in {checkout}", f"another build is running in {checkout}")
+    """One build (or clean) per checkout at a time; the second waits and says so."""
+    return locked(state_dir(checkout) / "lock", f"building in {checkout}", f"another build is running in {checkout}")
 
 
 def write_marker(build: Path, key: str, configure: Mapping[str, str], done: str | None,
@@ -105,6 +103,14 @@ def kept_wheel(marker: Mapping[str, object] | None) -> Path | None:
         return None
     wheel = Path(str(recorded[0]))
     return wheel if wheel.exists() and wheel_id(wheel) == recorded else None
+
+
+def state_dir(checkout: Path) -> Path:
+    """The checkout's .torchbuild/ (locks, kept trees), which git is told to ignore before it is made:
+    `git status` (and so a matrix session's fingerprint) never sees its files come and go."""
+    exclude_state(checkout)
+    (checkout / STATE).mkdir(exist_ok=True)
+    return checkout / STATE
 
 
 def exclude_state(checkout: Path) -> None:

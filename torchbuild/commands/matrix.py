@@ -15,7 +15,7 @@ import time
 from typing import Sequence
 
 from .. import console as _console
-from .. import jobserver, summary, usage
+from .. import freshness, jobserver, summary, usage
 from .. import matrix as m
 from ..build.execute import worktree_state
 from ..build.slots import SLOTS_ENV
@@ -44,7 +44,8 @@ def matrix(cfg: Config, failed: bool = False, sessions: Sequence[str] = (), forc
             con.info("no failed session in dist/matrix-summary.json: nothing to run again")
             return 0
     source = worktree_state(cfg.source_path, True)
-    todo = [n for n in names if rerun or force or n not in records or not m.current(cfg, records[n], source)]
+    why = {n: freshness.changed(cfg, records[n], source) if n in records else ["it never ran"] for n in names}
+    todo = [n for n in names if rerun or force or why[n]]
     if not todo:
         show(cfg, names, set())
         con.ok(f"all {len(names)} sessions are up to date: nothing they depend on changed since they last ran "
@@ -52,6 +53,9 @@ def matrix(cfg: Config, failed: bool = False, sessions: Sequence[str] = (), forc
         return 0
     if len(todo) < len(names):
         con.info(f"{len(names) - len(todo)} of {len(names)} sessions are up to date; running {len(todo)}")
+    for name in todo:
+        if name in records and why[name]:
+            con.info(f"{name} runs again: {', '.join(why[name])}")
     jobs, reason = m.budget(cfg, pairs)
     at_once = max(1, min(len(todo), parallel or cfg.matrix.parallel or max(AT_ONCE, jobs)))
     argv = [sys.executable, "-m", "nox", "--noxfile", str(cfg.root / "noxfile.py"), "-s", *todo]
@@ -64,7 +68,7 @@ def matrix(cfg: Config, failed: bool = False, sessions: Sequence[str] = (), forc
     served = jobserver.serve(jobs) if jobserver.fifo_of(outer) is None else contextlib.nullcontext(outer)
     ahead = m.cores_ahead(cfg, [pair for pair in pairs if m.session_name(*pair) in todo])
     with served as makeflags, usage.Watch() as watch:
-        env = {"MAKEFLAGS": makeflags, m.STARTED: f"{time.time():.3f}", SLOTS_ENV: str(at_once)}
+        env = {"MAKEFLAGS": makeflags, freshness.STARTED: f"{time.time():.3f}", SLOTS_ENV: str(at_once)}
         cores = [threading.Thread(target=m.build_core_ahead, args=(cfg, cuda, venv, {**os.environ, **env}))
                  for cuda, venv in ahead.items()]
         for thread in cores:

@@ -1,0 +1,85 @@
+"""Whether a matrix session's last result still holds: what it depends on, a hash for each part, kept
+in its record; `inv matrix` runs again only the sessions where a part changed, and says which."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+from . import __version__
+from .build.plan import affects_configure
+from .build.slots import SLOTS_ENV
+from .config import Config
+from .summary import SessionRecord
+from .toolchain.cuda import candidate_roots
+
+STARTED = "TORCHBUILD_MATRIX_STARTED"  # when `inv matrix` started nox (epoch seconds)
+
+
+def fingerprint(cfg: Config, python: str, cuda: str, venv: Path | None, source: list[object],
+                outputs: list[Path | None]) -> str:
+    """What a session's result depends on, hashed (`depends`, all its parts in one)."""
+    return digest(depends(cfg, python, cuda, venv, source, outputs))
+
+
+def depends(cfg: Config, python: str, cuda: str, venv: Path | None, source: list[object],
+            outputs: list[Path | None]) -> dict[str, str]:
+    """What a session's result depends on, a hash for each part: the checkout's commit and changed files
+    (taken before the build), the settings, the configure variables, the tools on PATH, the CUDA toolkits,
+    the env's packages, and the wheels it made. Cheap (stats and two git calls): `inv matrix` checks it for
+    every session before starting nox, so a matrix with nothing to do costs well under a second."""
+    def ident(path: Path | str | None) -> list[object]:
+        try:
+            st = Path(path).stat() if path else None
+        except OSError:
+            st = None
+        return [str(path), st.st_size if st else None, st.st_mtime_ns if st else None]
+
+    search = (str(venv / "bin") + os.pathsep if venv else "") + os.environ.get("PATH", "")
+    tools = [ident(shutil.which(t, path=search)) for t in ("cc", "c++", "cmake", "ninja", "nvcc", "ccache", "sccache",
+                                                           "distcc")]
+    cpu = cuda in ("none", "cpu")
+    roots = [] if cpu else [ident(r / "bin" / "nvcc")
+                            for r, _ in candidate_roots(os.environ, cfg.toolchain.cuda_roots, cfg.cache_root)]
+    site = [ident(p) for p in sorted(venv.glob("lib/python*/site-packages"))] if venv else []
+    variables = sorted((k, v) for k, v in os.environ.items()
+                       if affects_configure(k) or k.startswith("TORCHBUILD_") and k not in (STARTED, SLOTS_ENV))
+    parts = {"the checkout": source,
+             "the settings": [__version__, python, cuda, repr(cfg.build), repr(cfg.cache), repr(cfg.toolchain),
+                              cfg.matrix.split, str(cfg.source_path)],
+             "the build variables": variables, "the tools on PATH": tools, "the CUDA toolkits": roots,
+             "the env's packages": site, "the wheels": [ident(o) for o in outputs if o]}
+    return {name: digest(data) for name, data in parts.items()}
+
+
+def digest(data: object) -> str:
+    return hashlib.sha256(json.dumps(data, default=str).encode()).hexdigest()[:20]
+
+
+def changed(cfg: Config, record: SessionRecord, source: list[object]) -> list[str]:
+    """Why the session's last result no longer holds, in words (empty: it still holds): it did not
+    succeed, or the parts of what it depends on that differ now."""
+    if record.result not in ("ok", "skipped"):
+        return [f"it {record.result} last time"]
+    venv = Path(record.env) if record.env else None
+    if venv is not None and not venv.exists():
+        return [f"its env {venv} is gone"]
+    outputs: list[Path | None] = []
+    if record.result == "ok":
+        outputs = [Path(record.wheel) if record.wheel else None, Path(record.core) if record.core else None]
+    now = depends(cfg, record.python, record.cuda, venv, source, outputs)
+    if digest(now) == record.fingerprint:
+        return []
+    return [f"{name} changed" for name, value in now.items() if record.depends.get(name) != value] or \
+        ["what it depends on changed"]
+
+
+def stamped(cfg: Config, record: SessionRecord, venv: Path | None, source: list[object],
+            outputs: list[Path | None]) -> SessionRecord:
+    """The record with its `fingerprint` and the parts it is made of (`depends`)."""
+    parts = depends(cfg, record.python, record.cuda, venv, source, outputs)
+    return dataclasses.replace(record, fingerprint=digest(parts), depends=parts)
