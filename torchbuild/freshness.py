@@ -18,6 +18,7 @@ from .summary import SessionRecord
 from .toolchain.cuda import candidate_roots
 
 STARTED = "TORCHBUILD_MATRIX_STARTED"  # when `inv matrix` started nox (epoch seconds)
+INSTALLED = (".dist-info", ".egg-info", ".egg-link", ".pth")  # an env's packages, by name and version
 
 
 def fingerprint(cfg: Config, python: str, cuda: str, venv: Path | None, source: list[object],
@@ -45,7 +46,7 @@ def depends(cfg: Config, python: str, cuda: str, venv: Path | None, source: list
     cpu = cuda in ("none", "cpu")
     roots = [] if cpu else [ident(r / "bin" / "nvcc")
                             for r, _ in candidate_roots(os.environ, cfg.toolchain.cuda_roots, cfg.cache_root)]
-    site = [ident(p) for p in sorted(venv.glob("lib/python*/site-packages"))] if venv else []
+    site = sorted(p.name for p in venv.glob("lib/python*/site-packages/*") if p.suffix in INSTALLED) if venv else []
     variables = sorted((k, v) for k, v in os.environ.items()
                        if affects_configure(k) or k.startswith("TORCHBUILD_") and k not in (STARTED, SLOTS_ENV))
     parts = {"the checkout": source,
