@@ -132,13 +132,19 @@ def test_old_ninja_does_not_count_as_joining():
     assert not jobserver.joins_by_itself("1.11.1") and not jobserver.joins_by_itself(None)
 
 
+def committed_repo(path: Path, files: dict[str, str]) -> Path:
+    """A new git repo at `path` with `files` committed."""
+    path.mkdir()
+    git(path, "init", "-q")
+    for name, text in files.items():
+        (path / name).write_text(text)
+    git(path, "add", ".")
+    git(path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", path.name)
+    return path
+
+
 def test_a_slot_mirrors_the_working_tree_and_only_what_git_shows(tmp_path):
-    sub = tmp_path / "sub-upstream"
-    sub.mkdir()
-    git(sub, "init", "-q")
-    (sub / "lib.c").write_text("int lib;\n")
-    git(sub, "add", ".")
-    git(sub, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "sub")
+    sub = committed_repo(tmp_path / "sub-upstream", {"lib.c": "int lib;\n"})
     co = tmp_path / "co"
     co.mkdir()
     git(co, "init", "-q")
@@ -169,12 +175,7 @@ def test_a_slot_mirrors_the_working_tree_and_only_what_git_shows(tmp_path):
 def test_holding_the_checkout_never_shows_in_git_status(tmp_path):
     """The slot and build locks live in .torchbuild/, which git ignores before it exists: a matrix session
     that reads `git status` beside a build holding them sees the checkout as it is (and stays up to date)."""
-    co = tmp_path / "co"
-    co.mkdir()
-    git(co, "init", "-q")
-    (co / "a.py").write_text("A = 1\n")
-    git(co, "add", ".")
-    git(co, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "co")
+    co = committed_repo(tmp_path / "co", {"a.py": "A = 1\n"})
     with slots.take_slot(tmp_path / "cache", co, 1) as where:
         assert where == co and (co / ".torchbuild" / "slot.lock").exists()
         assert git(co, "status", "--porcelain", "--untracked-files=all") == ""

@@ -9,7 +9,6 @@ compiled once per CUDA version and reused by the other Pythons.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import re
@@ -26,7 +25,7 @@ from .build.request import drives_cmake, split_supported
 from .build.slots import SLOTS_ENV, take_slot
 from .config import Config
 from .errors import Interrupted, TorchbuildError
-from .freshness import STARTED, fingerprint, stamped
+from .freshness import STARTED, digest, fingerprint, stamped
 from .locks import locked
 from .run import run
 from .summary import SUMMARY, SessionRecord, write_summary
@@ -311,7 +310,7 @@ def installs(cfg: Config, python_version: str, venv: Path) -> tuple[list[list[st
 
     checkout = cfg.source_path if cfg.source_path.exists() else None
     pin, reqs = envs.pip_bootstrap(python_version), envs.requirements(checkout, python_version)
-    stamp = hashlib.sha256(json.dumps([pin, reqs, cfg.mirrors.pip_options()]).encode()).hexdigest()  # no url kept
+    stamp = digest([pin, reqs, cfg.mirrors.pip_options()])  # a hash: no mirror url is kept
     if (venv / INSTALL_STAMP).exists() and (venv / INSTALL_STAMP).read_text() == stamp:
         return [], stamp
     return [*([["--upgrade", pin]] if pin else []), reqs], stamp
