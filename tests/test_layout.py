@@ -9,7 +9,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "torchbuild"
 
 # Lowest first. A module may import from its own layer or below, never above.
 LAYERS = [
-    {"errors", "console"},
+    {"errors", "console", "digest"},
     {"run", "locks", "jobserver", "usage"},
     {"config"},
     {"toolchain", "compat", "progress", "diagnose", "wheels"},

@@ -4,8 +4,6 @@ in its record; `inv matrix` runs again only the sessions where a part changed, a
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import os
 import shutil
 from pathlib import Path
@@ -14,6 +12,7 @@ from . import __version__
 from .build.plan import affects_configure
 from .build.slots import SLOTS_ENV
 from .config import Config
+from .digest import digest
 from .summary import SessionRecord
 from .toolchain.cuda import candidate_roots
 
@@ -55,10 +54,6 @@ def depends(cfg: Config, python: str, cuda: str, venv: Path | None, source: list
              "the build variables": variables, "the tools on PATH": tools, "the CUDA toolkits": roots,
              "the env's packages": site, "the wheels": [ident(o) for o in outputs if o]}
     return {name: digest(data) for name, data in parts.items()}
-
-
-def digest(data: object) -> str:
-    return hashlib.sha256(json.dumps(data, default=str).encode()).hexdigest()[:20]
 
 
 def changed(cfg: Config, record: SessionRecord, source: list[object]) -> list[str]:

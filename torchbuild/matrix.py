@@ -24,8 +24,9 @@ from .build.execute import BuildResult, worktree_state
 from .build.request import drives_cmake, split_supported
 from .build.slots import SLOTS_ENV, take_slot
 from .config import Config
+from .digest import digest
 from .errors import Interrupted, TorchbuildError
-from .freshness import STARTED, digest, fingerprint, stamped
+from .freshness import STARTED, fingerprint, stamped
 from .locks import locked
 from .run import run
 from .summary import SUMMARY, SessionRecord, write_summary

@@ -14,8 +14,6 @@ do not cover is detected as usual; another CMake version ignores them (its own f
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 import shutil
@@ -23,6 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Mapping
 
+from ..digest import digest
 from ..run import merged_env
 
 FLAG = "CMAKE_PLATFORM_INFO_INITIALIZED"
@@ -44,7 +43,7 @@ def key(changes: Mapping[str, str | None], base_env: Mapping[str, str]) -> str:
             stat = os.stat(path)
             found[var] = [os.path.realpath(path), stat.st_size, stat.st_mtime_ns]
     settings = {k: v for k, v in env.items() if SETTINGS.match(k) and "LAUNCHER" not in k}
-    return hashlib.sha256(json.dumps([found, settings], sort_keys=True).encode()).hexdigest()[:20]
+    return digest([found, settings])
 
 
 def seed(store: Path, tree: Path) -> bool:

@@ -9,7 +9,6 @@ forever).
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import shutil
 import time
@@ -21,6 +20,7 @@ from typing import IO, Callable, Iterator, Mapping
 from .. import console as _console
 from .. import jobserver
 from ..diagnose import Diagnosis, diagnose
+from ..digest import digest
 from ..errors import CommandError, TorchbuildError
 from ..progress import Tracker
 from ..run import format_command, run
@@ -272,7 +272,6 @@ def inputs_stamp(plan: Plan) -> str:
     the commit, and the files setup.py reads (setup.py, pyproject.toml, version.txt, requirements).
     A wheel also holds the Python sources ninja does not track: the working tree's changes count too.
     The core of a split build is the same for every Python: its env's interpreter does not count."""
-    import hashlib
 
     files = []
     for name in ("setup.py", "pyproject.toml", "version.txt", "requirements.txt", "requirements-build.txt",
@@ -286,8 +285,7 @@ def inputs_stamp(plan: Plan) -> str:
     tree = worktree_state(plan.checkout, plan.wheel)
     if plan.wheel and not tree:  # a build slot (no git to ask what changed): its wheel is always made anew
         tree = [time.time()]
-    data = json.dumps([command, sorted(plan.configure.items()), tree, files])
-    return hashlib.sha256(data.encode()).hexdigest()[:20]
+    return digest([command, sorted(plan.configure.items()), tree, files])
 
 
 def worktree_state(checkout: Path, changes: bool) -> list[object]:

@@ -3,8 +3,6 @@ tool bounds, the mirrors' pip.conf / .condarc, and the stamp that says an env is
 
 from __future__ import annotations
 
-import hashlib
-import json
 import platform
 import re
 from pathlib import Path
@@ -12,6 +10,7 @@ from typing import Sequence
 
 from .. import compat
 from ..config import Config
+from ..digest import digest
 
 KNOWN = ["setuptools", "wheel", "ninja", "cmake", "numpy", "pyyaml", "cffi", "typing_extensions"]
 
@@ -102,8 +101,7 @@ def condarc(cfg: Config) -> str:
 
 
 def stamp_of(backend: str, version: str, reqs: Sequence[str], cfg: Config, extra: Sequence[str] = ()) -> str:
-    data = json.dumps([backend, version, sorted(reqs), pip_conf(cfg), condarc(cfg), list(extra)])
-    return hashlib.sha256(data.encode()).hexdigest()[:16]
+    return digest([backend, version, sorted(reqs), pip_conf(cfg), condarc(cfg), list(extra)], 16)
 
 
 def expected_stamp(cfg: Config, backend: str, version: str, checkout: Path | None, cuda: str | None) -> str:
