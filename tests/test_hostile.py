@@ -11,11 +11,13 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from torchbuild.demo import make_upstream
+from torchbuild.envs import _check_writable
 
 from .conftest import REAL_HOME, REPO, copy_project, git, inv
 from .test_patches import make_patch, patch
@@ -224,6 +226,12 @@ def test_two_env_creations_take_turns(tmp_path, monkeypatch):
     both = first.stderr + second.stderr
     assert "another torchbuild is creating env twice" in both and "is up to date: nothing to install" in both
     assert subprocess.run([str(tmp_path / "envs/twice/bin/python"), "-c", "import yaml"]).returncode == 0
+
+
+def test_many_env_dir_checks_at_once_never_trip_over_each_other(tmp_path):
+    with ThreadPoolExecutor(8) as pool:  # a shared probe file made one of two `env.create`s fail in CI
+        list(pool.map(lambda _: _check_writable(tmp_path / "envs"), range(2000)))
+    assert list((tmp_path / "envs").iterdir()) == []
 
 
 def test_clean_waits_for_a_running_build(checkout):

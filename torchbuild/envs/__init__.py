@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Mapping
@@ -205,9 +206,8 @@ def setuptools_version(python: Path) -> str:
 def _check_writable(folder: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / ".torchbuild-write-test"
-        probe.write_text("")
-        probe.unlink()
+        with tempfile.TemporaryFile(dir=folder, prefix=".torchbuild-write-test"):
+            pass  # a probe of its own: two creations at once must not delete each other's
     except OSError as exc:
         raise TorchbuildError(f"cannot write the env dir {folder}: {exc.strerror}",
                               "set paths.envs in torchbuild.yaml to a writable folder with free space") from None

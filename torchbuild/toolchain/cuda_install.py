@@ -13,6 +13,7 @@ from typing import Sequence
 
 from .. import console as _console
 from ..errors import TorchbuildError
+from ..locks import locked
 from ..run import run
 from .cuda import how_to_get, version_key
 
@@ -36,19 +37,32 @@ def install(version: str, cache_root: Path, pip_options: Sequence[str] = (), pyt
         raise TorchbuildError(f"bad CUDA version '{version}'", "use a version like 13.0 or 13")
     if version_key(version) < (13,):
         raise TorchbuildError(f"CUDA {version} cannot be installed from PyPI", how_to_get(version))
-    con = _console.get()
     base = cache_root / "cuda"
-    existing = sorted(base.glob(f"cuda-{version}*"), key=lambda p: version_key(p.name), reverse=True)
-    if len(version.split(".")) >= 2 and any((p / "bin" / "nvcc").exists() for p in existing):
-        found = next(p for p in existing if (p / "bin" / "nvcc").exists())
-        con.info(f"CUDA {version} is already installed at {found}: nothing to do")
-        return found
-    partial = base / f".cuda-{version}.partial"
     pip = [python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-           "-q", *pip_options, "-d", str(partial / "wheels")]
+           "-q", *pip_options, "-d", str(base / f".cuda-{version}.partial" / "wheels")]
     if dry_run:
-        run([*pip, requirement("nvidia-cuda-nvcc", version)], dry_run=True)
-        return base / f"cuda-{version}"
+        found = _installed(base, version)
+        if not found:
+            run([*pip, requirement("nvidia-cuda-nvcc", version)], dry_run=True)
+        return found or base / f"cuda-{version}"
+    with locked(base / f".cuda-{version}.lock", f"installing CUDA {version}",
+                f"another torchbuild is installing CUDA {version}"):  # the later one finds it installed
+        return _installed(base, version) or _install(version, base, pip)
+
+
+def _installed(base: Path, version: str) -> Path | None:
+    """The newest toolkit already laid out for `version` (13.0 or 13.0.88; a bare major always looks again)."""
+    existing = sorted(base.glob(f"cuda-{version}*"), key=lambda p: version_key(p.name), reverse=True)
+    found = next((p for p in existing if (p / "bin" / "nvcc").exists()), None)
+    if found is None or len(version.split(".")) < 2:
+        return None
+    _console.get().info(f"CUDA {version} is already installed at {found}: nothing to do")
+    return found
+
+
+def _install(version: str, base: Path, pip: list[str]) -> Path:
+    con = _console.get()
+    partial = base / f".cuda-{version}.partial"
     if partial.exists():
         shutil.rmtree(partial)
     try:
