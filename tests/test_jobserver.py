@@ -176,8 +176,10 @@ def test_holding_the_checkout_never_shows_in_git_status(tmp_path):
     """The slot and build locks live in .torchbuild/, which git ignores before it exists: a matrix session
     that reads `git status` beside a build holding them sees the checkout as it is (and stays up to date)."""
     co = committed_repo(tmp_path / "co", {"a.py": "A = 1\n"})
+    (co / ".git/info/exclude").write_text("# mine\n*.scratch")  # the user's own, without a last newline
     with slots.take_slot(tmp_path / "cache", co, 1) as where:
         assert where == co and (co / ".torchbuild" / "slot.lock").exists()
         assert git(co, "status", "--porcelain", "--untracked-files=all") == ""
         with build_lock(co):
             assert git(co, "status", "--porcelain", "--untracked-files=all") == ""
+    assert (co / ".git/info/exclude").read_text() == "# mine\n*.scratch\n/.torchbuild/\n"  # kept, added once

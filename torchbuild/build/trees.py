@@ -125,7 +125,8 @@ def exclude_state(checkout: Path) -> None:
     current = exclude.read_text() if exclude.exists() else ""
     if f"/{STATE}/" not in current.split():
         exclude.parent.mkdir(parents=True, exist_ok=True)
-        exclude.write_text(current + ("" if current.endswith("\n") or not current else "\n") + f"/{STATE}/\n")
+        with open(exclude, "a") as fh:  # appended, never rewritten: a build beside us may be reading it
+            fh.write(("" if current.endswith("\n") or not current else "\n") + f"/{STATE}/\n")
 
 
 
