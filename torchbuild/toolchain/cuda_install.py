@@ -38,8 +38,9 @@ def install(version: str, cache_root: Path, pip_options: Sequence[str] = (), pyt
     if version_key(version) < (13,):
         raise TorchbuildError(f"CUDA {version} cannot be installed from PyPI", how_to_get(version))
     base = cache_root / "cuda"
+    partial = base / f".cuda-{version}.partial"
     pip = [python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-           "-q", *pip_options, "-d", str(base / f".cuda-{version}.partial" / "wheels")]
+           "-q", *pip_options, "-d", str(partial / "wheels")]
     if dry_run:
         found = _installed(base, version)
         if not found:
@@ -47,7 +48,7 @@ def install(version: str, cache_root: Path, pip_options: Sequence[str] = (), pyt
         return found or base / f"cuda-{version}"
     with locked(base / f".cuda-{version}.lock", f"installing CUDA {version}",
                 f"another torchbuild is installing CUDA {version}"):  # the later one finds it installed
-        return _installed(base, version) or _install(version, base, pip)
+        return _installed(base, version) or _install(version, partial, pip)
 
 
 def _installed(base: Path, version: str) -> Path | None:
@@ -60,9 +61,10 @@ def _installed(base: Path, version: str) -> Path | None:
     return found
 
 
-def _install(version: str, base: Path, pip: list[str]) -> Path:
+def _install(version: str, partial: Path, pip: list[str]) -> Path:
+    """Download into `partial`, lay the toolkit out there, then rename it into place."""
     con = _console.get()
-    partial = base / f".cuda-{version}.partial"
+    base = partial.parent
     if partial.exists():
         shutil.rmtree(partial)
     try:
