@@ -4,15 +4,20 @@
       third_party/fbgemm/         submodule
         third_party/asmjit/       nested submodule (depth 2)
       third_party/pybind11/       submodule
+    nccl/                         cloned by the build at its pinned tag (CUDA builds), as PyTorch's NCCL
+    gitlab/eigen/                 a second host: cloned at configure time by the tag in eigen_pin.txt
 
 Submodule urls are `<url_base>/<name>`; by default file:// urls of the repos' own
 folders. A url_base that does not exist (https://git.example.invalid) makes the
-upstream reachable only through a mirror rule, `mirror_rule()`.
+upstream reachable only through mirror rules, `mirror_rule()`. The build-time clones'
+urls are written into the checkout's tools/optional_submodules.py in place of
+PyTorch's own (github.com/NVIDIA/nccl, gitlab.com/libeigen/eigen).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -67,6 +72,13 @@ LAYOUT: dict[str, list[tuple[str, str]]] = {
     "pybind11": [],
     "asmjit": [],
 }
+# Repos the build clones by itself at a pinned tag (tools/optional_submodules.py): name -> (tag, files)
+BUILD_CLONES: dict[str, tuple[str, dict[str, str]]] = {
+    "nccl": ("v2.27.3-1", {"src/nccl.h": "#pragma once\n#define NCCL_DEMO_VERSION 22703\n"}),
+    "gitlab/eigen": ("3.4.0", {"include/Eigen/Core":
+                               "#pragma once\nnamespace Eigen { constexpr long kDemoOffset = 0; }\n"}),
+}
+PYTORCH_HOSTS = {"nccl": "https://github.com/NVIDIA/nccl", "gitlab/eigen": "https://gitlab.com/libeigen/eigen"}
 
 
 def git(repo: Path, *args: str) -> str:
@@ -89,9 +101,17 @@ class Upstream:
     def url(self, name: str) -> str:
         return f"{self.url_base}/{name}"
 
+    @property
+    def second_host(self) -> str:
+        """Where the Eigen-like repo lives: another host than the submodules' (the gitlab/ folder)."""
+        local = self.url_base == self.root.as_uri()
+        return (self.root / "gitlab").as_uri() if local else self.url_base.replace("://", "://gitlab.", 1)
+
     def mirror_rule(self) -> dict[str, str]:
-        """The mirrors.git rule that reaches this upstream when url_base is not real."""
-        return {self.url_base + "/": self.root.as_uri() + "/"}
+        """The mirrors.git rules that reach this upstream when url_base is not real: the submodules'
+        host first, then the second host of the build-time Eigen clone."""
+        return {self.url_base + "/": self.root.as_uri() + "/",
+                self.second_host + "/": (self.root / "gitlab").as_uri() + "/"}
 
     def head(self, name: str) -> str:
         return git(self.repo(name), "rev-parse", "HEAD")
@@ -150,24 +170,46 @@ def project_files(name: str, units: int = UNITS) -> dict[str, str | bytes]:
         decls = "\n".join(f"long unit_{i:02d}(long n);" for i in range(units))
         calls = " + ".join(f"unit_{i:02d}(n)" for i in range(units))
         files["c10/include/c10/core.h"] = f"#pragma once\nnamespace c10 {{\n{decls}\nlong checksum(long n);\n}}\n"
-        files["c10/core/checksum.cpp"] = ('#include "c10/core.h"\n#include "fbgemm/fbgemm.h"\n\n'
+        files["c10/core/checksum.cpp"] = ('#include "c10/core.h"\n#include "fbgemm/fbgemm.h"\n#include "Eigen/Core"\n\n'
                                           f"namespace c10 {{\nlong checksum(long n) {{ return {calls} + "
-                                          "fbgemm::gemm_checksum(n); }\n}  // namespace c10\n")
+                                          "fbgemm::gemm_checksum(n) + Eigen::kDemoOffset; }\n}  // namespace c10\n")
         files["c10/test/c10_test.cpp"] = ('#include "c10/core.h"\n#include <cstdio>\n'
                                           'int main() { std::printf("%ld\\n", c10::checksum(10)); }\n')
         for i in range(units):
             files[f"c10/core/unit_{i:02d}.cpp"] = UNIT.format(i=i)
-        files[".gitignore"] = "/build/\n*.so\n*.egg-info/\n__pycache__/\n/dist/\n"
+        files[".gitignore"] = ("/build/\n/dist/\n*.so\n*.egg-info/\n__pycache__/\n/compile_commands.json\n"
+                               "/minitorch/lib/\n/minitorch/include/\n/minitorch/share/\n/minitorch/bin/\n"
+                               "/minitorch/version.py\n/third_party/nccl/\n/third_party/eigen/\n")
+        files[".ci/docker/ci_commit_pins/nccl.txt"] = BUILD_CLONES["nccl"][0] + "\n"
+        files["third_party/eigen_pin.txt"] = BUILD_CLONES["gitlab/eigen"][0] + "\n"
     return files
 
 
 # The 1.x mode: what a PyTorch 1.10 checkout declared, so the demo builds on Python 3.6 like it did.
 LEGACY = {
     "version.txt": "1.10.2\n",
-    "requirements-build.txt": "setuptools\nwheel\nninja\n",
-    "pyproject.toml": '[build-system]\nrequires = ["setuptools", "wheel", "ninja"]\n'
+    "requirements-build.txt": "setuptools\nwheel\nninja\npackaging\n",
+    "pyproject.toml": '[build-system]\nrequires = ["setuptools", "wheel", "ninja", "packaging"]\n'
                       'build-backend = "setuptools.build_meta"\n',
 }
+REDIRECT = re.compile(r"\n    if arg == \"develop\":.*?sys\.exit\(result\.returncode\)\n(?=    if arg == \"--\")", re.S)
+
+
+def legacy_setup() -> str:
+    """The demo's setup.py as the 1.x line had it: `develop` and `install` are not yet redirected to pip."""
+    text = (PROJECT / "pytorch" / "setup.py").read_text()
+    legacy = REDIRECT.sub("\n", text)
+    assert legacy != text, "the redirect block of the demo's setup.py moved: update demo.REDIRECT"
+    return legacy
+
+
+def build_clone_files(up: Upstream) -> dict[str, str]:
+    """tools/optional_submodules.py with PyTorch's hosts replaced by the upstream's."""
+    text = (PROJECT / "pytorch" / "tools" / "optional_submodules.py").read_text()
+    for name, real in PYTORCH_HOSTS.items():
+        host = up.second_host + "/eigen" if name == "gitlab/eigen" else up.url(name)
+        text = text.replace(f'"{real}"', f'"{host}"')
+    return {"tools/optional_submodules.py": text}
 
 
 def make_upstream(root: Path, url_base: str | None = None,
@@ -178,8 +220,15 @@ def make_upstream(root: Path, url_base: str | None = None,
     root.mkdir(parents=True, exist_ok=True)
     extra = {**(extra_files or {})}
     if legacy:
-        extra["pytorch"] = {**LEGACY, **extra.get("pytorch", {})}
+        extra["pytorch"] = {**LEGACY, "setup.py": legacy_setup(), **extra.get("pytorch", {})}
     up = Upstream(root.resolve(), url_base or root.resolve().as_uri(), extra)
+    extra["pytorch"] = {**build_clone_files(up), **extra.get("pytorch", {})}
+    for name, (tag, content) in BUILD_CLONES.items():
+        repo = up.repo(name)
+        repo.mkdir(parents=True)
+        git(repo, "init", "-q", "-b", "main")
+        up.commit(name, {"LICENSE": f"{name}: demo license\n", **content}, f"{name}: {tag}")
+        git(repo, "tag", tag)
     for name in ("asmjit", "pybind11", "fbgemm", "pytorch"):
         repo = up.repo(name)
         repo.mkdir()

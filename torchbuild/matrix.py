@@ -118,7 +118,8 @@ def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: 
                                          path="split" if split else "one build")
             if result.wheel is None:
                 raise TorchbuildError(f"the build left no wheel in {dist}", "look at the build log")
-            smoke_import(Path(str(result.python)), result.wheel, result.package, [core] if core else [])
+            smoke_import(Path(str(result.python)), result.wheel, result.package, [core] if core else [],
+                         split)
             record = stamped(cfg, dataclasses.replace(record, core=str(core) if core else None), venv, source,
                              [result.wheel, core])
         except TorchbuildError as exc:
@@ -284,8 +285,10 @@ def core_fingerprint(cfg: Config, request: BuildRequest, source: list[object], w
     return fingerprint(cfg, CORE, request.cuda, None, [request.build_type, *source], [wheel])
 
 
-def smoke_import(env_python: Path, wheel: Path, package: str, extra: list[Path] | None = None) -> None:
-    """Install the wheel (and the core's, for a split build) into a fresh venv (no deps) and import it."""
+def smoke_import(env_python: Path, wheel: Path, package: str, extra: list[Path] | None = None,
+                 call: bool = False) -> None:
+    """Install the wheel (after the core's, for a split build) into a fresh venv (no deps) and import it; with
+    `call`, also call into its compiled code (`<package>._C` loads, the core's libraries found)."""
     with tempfile.TemporaryDirectory(prefix="tb-smoke-") as tmp:
         venv = Path(tmp) / "venv"
         base = run([str(env_python), "-c", "import sys; print(getattr(sys, 'base_prefix', sys.prefix))"],
@@ -293,9 +296,9 @@ def smoke_import(env_python: Path, wheel: Path, package: str, extra: list[Path] 
         interpreter = next((p for p in (Path(base) / "bin" / "python3", Path(base) / "bin" / "python") if p.exists()),
                            env_python)
         run([str(interpreter), "-m", "venv", "--without-pip", str(venv)], echo=False)
-        site = str(wheels.install([wheel, *(extra or [])], venv / "bin" / "python"))
-        out = run([str(venv / "bin" / "python"), "-c", f"import {package}; print({package}.__file__)"],
-                  capture=True, echo=False, cwd=tmp, check=False)
+        site = str(wheels.install([*(extra or []), wheel], venv / "bin" / "python"))  # the core first
+        code = f"import {package}; print({package}.__file__)" + (f"; import {package}._C" if call else "")
+        out = run([str(venv / "bin" / "python"), "-c", code], capture=True, echo=False, cwd=tmp, check=False)
         if out.returncode != 0 or not out.stdout.strip().startswith(site):
             raise TorchbuildError(f"the wheel {wheel.name} does not import in a fresh env: "
                                   f"{(out.stderr or out.stdout).strip().splitlines()[-1:]}",

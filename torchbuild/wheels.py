@@ -20,8 +20,10 @@ SCHEME = "import json, sysconfig; print(json.dumps(sysconfig.get_paths()))"
 
 
 def install(wheels: Sequence[Path], python: Path, replace: bool = False) -> Path:
-    """Install `wheels` into the env of `python` (no deps, no bytecode) and return its site-packages.
-    With `replace`, each project's earlier install is removed first, as `pip install --force-reinstall` does."""
+    """Install `wheels` into the env of `python` (no deps, no bytecode), in order, and return its site-packages.
+    A file another wheel put there is overwritten, as pip does: the split build's two wheels both hold the
+    package's __init__.py, include/ and share/ (install the core first). With `replace`, each project's
+    earlier install is removed first, as `pip install --force-reinstall` does."""
     from installer import install as unpack
     from installer.destinations import SchemeDictionaryDestination
     from installer.sources import WheelFile
@@ -29,7 +31,8 @@ def install(wheels: Sequence[Path], python: Path, replace: bool = False) -> Path
     paths = json.loads(run([str(python), "-c", SCHEME], capture=True, echo=False).stdout.strip().splitlines()[-1])
     scheme = {"purelib": paths["purelib"], "platlib": paths["platlib"], "scripts": paths["scripts"],
               "data": paths["data"], "headers": paths["include"]}
-    destination = SchemeDictionaryDestination(scheme, str(python), "posix", bytecode_optimization_levels=())
+    destination = SchemeDictionaryDestination(scheme, str(python), "posix", bytecode_optimization_levels=(),
+                                             overwrite_existing=True)
     for wheel in wheels:
         with WheelFile.open(wheel) as source:
             if replace:

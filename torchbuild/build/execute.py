@@ -1,9 +1,10 @@
-"""Running a plan: lock, swap in the tree, reconfigure on change, skip when up to date, build
-with a progress line and a log, count the compiler cache's hits.
+"""Running a plan: lock, swap in the tree (with its files in the checkout), reconfigure on change,
+skip when up to date, build with a progress line and a log, record the files the build put into the
+checkout, count the compiler cache's hits.
 
-Within a tree, a changed configure environment (flags, arch list, compiler) deletes
-CMakeCache.txt, which makes PyTorch's setup.py reconfigure (it otherwise keeps the first options
-forever).
+Within a tree, a changed configure environment (flags, arch list, compiler, launchers) or
+CMAKE_FRESH deletes CMakeCache.txt, which makes PyTorch's setup.py reconfigure (it otherwise keeps
+the first options forever; the 2.9+ setup.py pops CMAKE_FRESH before reading it).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ..digest import digest
 from ..errors import CommandError, TorchbuildError
 from ..progress import Tracker
 from ..run import format_command, run
-from . import detection, record
+from . import outputs, record
 from .plan import Plan, affects_configure, package_name
 from .request import BuildRequest
 from .trees import (
@@ -33,9 +34,15 @@ from .trees import (
     configure_changes,
     kept_wheel,
     read_marker,
+    recorded_outputs,
     remove_tree,
     write_marker,
 )
+
+TRUE = ("1", "on", "true", "yes", "y")
+# `ninja -n -d explain` on a tree whose only work is an always-run target (PyTorch's gen_torch_version,
+# CMake's install): the target's symbolic output under CMakeFiles/ never exists.
+ALWAYS_RUN = re.compile(r"ninja explain: output (?:\S+/)?CMakeFiles/[^/.\s]+ doesn't exist")
 
 
 @dataclass
@@ -104,32 +111,36 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         remedies: dict[str, str] = dict(marker.get("remedies") or {}) if marker else {}  # type: ignore[call-overload]
         plan = with_remedies(plan, remedies)
         changed = configure_changes(marker.get("configure") if marker else None, plan.configure)  # type: ignore[arg-type]
-        if changed and (build / "CMakeCache.txt").exists():
-            con.info("configuration changed, reconfiguring: " + "; ".join(changed[:4])
+        fresh = str(plan.inputs.get("CMAKE_FRESH") or base_env.get("CMAKE_FRESH") or "").lower() in TRUE \
+            or str(plan.changes.get("CMAKE_FRESH") or "").lower() in TRUE
+        if (changed or fresh) and (build / "CMakeCache.txt").exists():
+            con.info("CMAKE_FRESH=1: a fresh CMake configure" if fresh and not changed else
+                     "configuration changed, reconfiguring: " + "; ".join(changed[:4])
                      + (f" (+{len(changed) - 4} more)" if len(changed) > 4 else ""))
             (build / "CMakeCache.txt").unlink()
         stamp = inputs_stamp(plan)
         kept = kept_wheel(marker) if plan.wheel else None
-        if not (opts.clean or opts.rerun or changed) and marker and marker.get("done") == stamp \
-                and nothing_to_do(build, plan, base_env) and (kept if plan.wheel else installed(plan)):
+        files = recorded_outputs(marker)
+        if not (opts.clean or opts.rerun or changed or fresh) and marker and marker.get("done") == stamp \
+                and outputs.in_place(checkout, files) and nothing_to_do(build, plan, base_env) \
+                and (kept if plan.wheel else installed(plan)):
             what = f"the wheel {kept.name}" if kept else "the install"
-            con.info(f"up to date: ninja has no work, the inputs and {what} are unchanged; nothing was run "
-                     "(--rerun runs the build command anyway)")
+            con.info(f"up to date: ninja has no work, the inputs, the {len(files)} file(s) in the checkout and "
+                     f"{what} are this configuration's; nothing was run (--rerun runs the build command anyway)")
             result.seconds = time.monotonic() - start
             result.up_to_date = True
             result.wheel = kept
             return result
-        store = plan.detection / detection.key(plan.changes, base_env) if plan.detection else None
-        if store and detection.seed(store, build):
-            plan = replace(plan, changes={**plan.changes, detection.FLAG: "1"})
-            con.info("compiler detection: CMake reads what it found for a tree with the same compilers and "
-                     f"flags ({store})")
         build.mkdir(exist_ok=True)  # the tree is this configuration's from now on, even if interrupted
-        write_marker(build, plan.key, plan.configure, None, remedies)
+        write_marker(build, plan.key, plan.configure, None, remedies, files=files)
+        before = outputs.snapshot(checkout)
+        if plan.changes.get("BUILD_PYTHON_ONLY") == "1":
+            con.info(f"the Python part links against the core: {place_core(plan)} of its libraries in "
+                     f"{checkout / plan.package / 'lib'} (LIBTORCH_LIB_PATH)")
         plan.log.parent.mkdir(parents=True, exist_ok=True)
         if plan.dist:
             plan.dist.mkdir(parents=True, exist_ok=True)
-        before = set(plan.dist.glob("*.whl")) if plan.dist else set()
+        wheels_before = set(plan.dist.glob("*.whl")) if plan.dist else set()
         for var in ("DISTCC_DIR", "SCCACHE_DIR"):
             if plan.changes.get(var):
                 Path(str(plan.changes[var])).mkdir(parents=True, exist_ok=True)
@@ -163,12 +174,14 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                         stamp = inputs_stamp(plan)  # the remedy is part of this tree's inputs from now on
                         write_marker(build, plan.key, plan.configure, None, remedies)
                         continue
+                    # what the failed build wrote into the checkout is this tree's too (a switch moves it out)
+                    write_marker(build, plan.key, plan.configure, None, remedies,
+                                 files=outputs.record(checkout, build, before, files))
                     _fail(plan, tracker, found, exc.returncode, probed, time.monotonic() - start, remedies)
         con.clear_progress()
-        if store:
-            detection.keep(build, store)
-        made = newest_wheel(plan.dist, before) if plan.dist else None
-        write_marker(build, plan.key, plan.configure, stamp if made or not plan.wheel else None, remedies, made)
+        made = newest_wheel(plan.dist, wheels_before) if plan.dist else None
+        write_marker(build, plan.key, plan.configure, stamp if made or not plan.wheel else None, remedies, made,
+                     outputs.record(checkout, build, before, files))
         record.write(probed, plan, time.monotonic() - start, "ok", 0, remedies)
     result.seconds = time.monotonic() - start
     result.compiles = tracker.compiles
@@ -181,6 +194,34 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         result.hits, result.misses = parse_sccache_stats(stats)
     result.wheel = made
     return result
+
+
+def installed_core(plan: Plan) -> tuple[Path, list[str]]:
+    """The split build's core as installed in the env (`<package>_no_python`, setup.py's
+    LIBTORCH_PACKAGE_NAME): its site-packages and the files its RECORD lists."""
+    for site in sorted(plan.env.prefix.glob("lib/python*/site-packages")):
+        for info in site.glob("*_no_python-*.dist-info"):
+            record_file = info / "RECORD"
+            if record_file.is_file():
+                return site, [row.rsplit(",", 2)[0] for row in record_file.read_text().splitlines() if row]
+    raise TorchbuildError(f"the Python part (BUILD_PYTHON_ONLY=1) builds against the core installed in its env, "
+                          f"and {plan.env.prefix} has no {plan.package}_no_python",
+                          "build the core first: inv build --part core --wheel, and install its wheel into that env "
+                          "(inv matrix does both)")
+
+
+def place_core(plan: Plan) -> int:
+    """Put the installed core's libraries where setup.py's LIBTORCH_LIB_PATH points (<checkout>/<package>/lib),
+    as a build slot or a checkout that built another configuration lacks them; how many there are."""
+    site, files = installed_core(plan)
+    libs = [f for f in files if f.startswith(f"{plan.package}/lib/")]
+    for rel in libs:
+        src, dest = site / rel, plan.checkout / rel
+        if not dest.exists() or dest.stat().st_size != src.stat().st_size \
+                or dest.stat().st_mtime_ns != src.stat().st_mtime_ns:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest)
+    return len(libs)
 
 
 def newest_wheel(dist: Path, before: set[Path]) -> Path | None:
@@ -217,7 +258,7 @@ def with_remedies(plan: Plan, remedies: Mapping[str, str]) -> Plan:
         return plan
     changes = {**plan.changes, **remedies}
     configure = {**plan.configure, **{k: v for k, v in remedies.items() if affects_configure(k)}}
-    return replace(plan, changes=changes, configure=configure)
+    return replace(plan, changes=changes, configure=configure, inputs={**plan.inputs, **remedies})
 
 
 def _applied(d: Diagnosis, remedies: Mapping[str, str]) -> bool:
@@ -285,7 +326,11 @@ def inputs_stamp(plan: Plan) -> str:
     tree = worktree_state(plan.checkout, plan.wheel)
     if plan.wheel and not tree:  # a build slot (no git to ask what changed): its wheel is always made anew
         tree = [time.time()]
-    return digest([command, sorted(plan.configure.items()), tree, files])
+    against: list[object] = []
+    if plan.changes.get("BUILD_PYTHON_ONLY") == "1":  # built against the core in the env: which one counts
+        site, installed = installed_core(plan)
+        against = [[f, (site / f).stat().st_size] for f in installed if (site / f).is_file()]
+    return digest([command, sorted(plan.inputs.items()), tree, files, against])
 
 
 def worktree_state(checkout: Path, changes: bool) -> list[object]:
@@ -305,15 +350,21 @@ def worktree_state(checkout: Path, changes: bool) -> list[object]:
 
 
 def nothing_to_do(build: Path, plan: Plan, base_env: Mapping[str, str]) -> bool:
-    """`ninja -n` in the tree says there is no work (False without ninja or a ninja tree)."""
+    """`ninja -n` in the tree finds no work but always-run targets (PyTorch's gen_torch_version, whose
+    inputs, the commit and the PYTORCH_* variables, the stamp holds); False without ninja or a ninja tree."""
     if not (build / "build.ninja").exists():
         return False
     path = str(plan.changes.get("PATH") or base_env.get("PATH", ""))
     ninja = shutil.which("ninja", path=path)
     if ninja is None:
         return False
-    res = run([ninja, "-C", str(build), "-n"], capture=True, echo=False, check=False)
-    return res.returncode == 0 and "no work to do" in res.stdout
+    res = run([ninja, "-C", str(build), "-n", "-d", "explain"], capture=True, echo=False, check=False)
+    if res.returncode != 0:
+        return False
+    if "no work to do" in res.stdout:
+        return True
+    explained = [line for line in (res.stdout + "\n" + res.stderr).splitlines() if line.startswith("ninja explain:")]
+    return bool(explained) and all(ALWAYS_RUN.fullmatch(line.strip()) for line in explained)
 
 
 def installed(plan: Plan) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
@@ -21,19 +21,21 @@ from .facts import BuildFacts
 from .request import BuildRequest
 from .trees import STATE
 
-# Environment that changes what CMake configures (a change means: reconfigure this tree).
+# Environment that changes what CMake configures: PyTorch's setup.py forwards every BUILD_*/USE_*/CMAKE_*
+# variable as -D, but only when it configures (a change means: reconfigure this tree); CMake reads the
+# compilers and flags at that moment too. Launchers count: they reach CMake only at configure time.
 CONFIGURE_PREFIXES = ("USE_", "BUILD_", "CMAKE_")
-CONFIGURE_NAMES = {"TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "CUDACXX", "CUDAHOSTCXX", "DEBUG", "REL_WITH_DEB_INFO", "CC",
-                   "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "BLAS"}
-NOT_CONFIGURE = {"CMAKE_FRESH", "CMAKE_PLATFORM_INFO_INITIALIZED"}  # the second: detection.py
+CONFIGURE_NAMES = {"TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "CUDACXX", "CUDAHOSTCXX", "CUDA_NVCC_EXECUTABLE", "DEBUG",
+                   "REL_WITH_DEB_INFO", "CC", "CXX", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "CUDAFLAGS", "BLAS"}
+NOT_CONFIGURE = {"CMAKE_FRESH", "CMAKE_ONLY", "CMAKE_BUILD_PARALLEL_LEVEL"}  # setup.py pops the first two
+# What else reaches the build's outputs without reconfiguring (version.py, the wheel's name and version).
+OUTPUT_PREFIXES = ("PYTORCH_", "TORCH_", "LIBTORCH_")
+REDIRECT = "Redirecting 'python setup.py develop'"  # PyTorch 2.9+'s setup.py: develop runs pip install -e
 
 
 def affects_configure(name: str) -> bool:
-    """Whether a variable changes what CMake configures (launchers and CMAKE_FRESH do not)."""
-    if name in NOT_CONFIGURE or name.endswith("_COMPILER_LAUNCHER"):
-        return False
-    return name in CONFIGURE_NAMES or name.startswith(CONFIGURE_PREFIXES)
-
+    """Whether a variable changes what CMake configures (CMAKE_FRESH and the parallel level do not)."""
+    return name not in NOT_CONFIGURE and (name in CONFIGURE_NAMES or name.startswith(CONFIGURE_PREFIXES))
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,7 @@ class Plan:
     jobserver: Path | None = None  # take job tokens from this fifo around the build command
     ninja_joins: bool = False  # ninja takes the rest itself; otherwise MAX_JOBS = the tokens taken
     shims: bool = False  # the jobserver's `cmake` shim takes the token around `cmake --build`, not the build
-    detection: Path | None = None  # the cache of CMake's compiler detection (detection.py); None: detect afresh
+    inputs: Mapping[str, str] = field(default_factory=dict)  # every variable "up to date" compares
 
 
 
@@ -70,8 +72,10 @@ def config_key(version: str, toolkit: Toolkit | None, build_type: str) -> str:
 
 
 def uses_pip_editable(checkout: Path, setuptools: str) -> bool:
-    """setup.py develop where it works; `pip install -e` for setuptools >= 80 or no setup.py."""
-    if not (checkout / "setup.py").is_file():
+    """setup.py develop where it works; `pip install -e` for setuptools >= 80, no setup.py, or a setup.py
+    that redirects develop to pip itself (PyTorch 2.9+): the command torchbuild prints is the one that runs."""
+    setup = checkout / "setup.py"
+    if not setup.is_file() or REDIRECT in setup.read_text(errors="replace"):
         return True
     major = re.match(r"(\d+)", setuptools or "")
     return major is None or int(major.group(1)) >= 80
@@ -104,7 +108,7 @@ def build_command(checkout: Path, env: EnvChoice, wheel: bool, dist: Path) -> tu
             return (py, "-c", WHEEL_HOOK, backend, str(dist), *backend_path)
         return (py, "setup.py", "bdist_wheel", "-d", str(dist))
     if pip:
-        return (py, "-m", "pip", "install", "--no-build-isolation", "-v", "-e", ".")
+        return (py, "-m", "pip", "install", "-e", ".", "-v", "--no-build-isolation")
     return (py, "setup.py", "develop")
 
 
@@ -195,6 +199,8 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
     for lang, value in (("C", c_launcher), ("CXX", c_launcher), ("CUDA", cuda_launcher if toolkit else None)):
         if value:
             changes[f"CMAKE_{lang}_COMPILER_LAUNCHER"] = value
+    if not c_launcher:  # PyTorch's CMakeLists.txt would take a ccache from PATH by itself (USE_CCACHE is ON)
+        changes["USE_CCACHE"] = "OFF"
     cache_dir = cfg.cache_root / "ccache"
     log_dir = cfg.root / cfg.paths.logs / key
     now = time.time() if now is None else now
@@ -218,19 +224,24 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
 
         base = (checkout_version(checkout) or "0.0.0").split("+")[0]
         changes["PYTORCH_BUILD_VERSION"] = f"{base}+{'cu' + toolkit.version.replace('.', '') if toolkit else 'cpu'}"
+        changes["PYTORCH_BUILD_NUMBER"] = "1"  # generate_torch_version.py asserts it with the version (> 1: .postN)
     for k, v in {**cfg.build.env, **dict(opts.sets)}.items():
         changes[k] = v
     if opts.part != "all":
         changes["BUILD_LIBTORCH_WHL" if opts.part == "core" else "BUILD_PYTHON_ONLY"] = "1"
-    configure = {k: v for k, v in changes.items() if v is not None and affects_configure(k)}
+    from ..run import merged_env
+
+    full = merged_env(base_env, changes)  # the shell's BUILD_*/USE_*/CMAKE_*, CC, CXXFLAGS... count too
+    configure = {k: v for k, v in full.items() if affects_configure(k)}
     if opts.part == "core":
         configure.pop("CMAKE_PREFIX_PATH", None)  # each Python's env differs; the core does not
     else:
         configure["python"] = str(env.python)
+    set_here = {**cfg.build.env, **dict(opts.sets)}
+    inputs = {**configure, **{k: v for k, v in full.items() if k.startswith(OUTPUT_PREFIXES) or k in set_here}}
     return Plan(checkout, env, toolkit, key, configure, changes, build_command(checkout, env, opts.wheel, dist),
                 log, stats_log, jobs_reason, tuple(notes), opts.wheel, dist if opts.wheel else None, launcher,
-                package_name(checkout), facts.jobserver, joins, shims,
-                None if opts.clean or changes.get("CMAKE_FRESH") else cfg.cache_root / "cmake-detection")
+                package_name(checkout), facts.jobserver, joins, shims, inputs)
 
 
 def remote_slots(hosts: list[str]) -> int:

@@ -1,8 +1,10 @@
-"""Build trees: one per configuration (Python, CUDA, build type).
+"""Build trees: one per configuration (Python, CUDA, build type), with the files its build put
+into the checkout (outputs.py).
 
 PyTorch always builds in `build/`, so the tree of the configuration being built is moved into
-`build/` and the others wait in `.torchbuild/trees/<key>`. Switching back to a configuration is
-then an incremental no-op instead of a rebuild.
+`build/` and the others wait in `.torchbuild/trees/<key>`, each holding its files from the checkout
+(`torch/lib`, `torch/_C*.so`, `torch/version.py`, ...). Switching back to a configuration is then
+an incremental no-op that imports that configuration's own binaries, instead of a rebuild.
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ import time
 from pathlib import Path
 from typing import Mapping
 
+from ..console import SECRET_NAME
+from ..digest import digest
 from ..errors import TorchbuildError
 from ..locks import locked
+from . import outputs
 
 MARKER = ".torchbuild.json"
 STATE = ".torchbuild"
@@ -53,22 +58,26 @@ def activate_tree(checkout: Path, key: str) -> str | None:
         target = stash / old
         if target.exists() and current:
             shutil.rmtree(target)
+        moved = outputs.stash(checkout, build, recorded_outputs(current)) if current else 0
         os.replace(build, target)
-        message.append(f"kept the {old} tree in {target}" if current else
+        message.append(f"kept the {old} tree in {target}" + (f" with its {moved} file(s) from the checkout"
+                                                              if moved else "") if current else
                        f"build/ was not made by torchbuild: moved it, untouched, to {target} (to bring it back: "
                        f"inv clean && mv {target} {build})")
     if (stash / key).exists():
         os.replace(stash / key, build)
-        message.append(f"restored the {key} tree")
+        moved = outputs.restore(checkout, build)
+        message.append(f"restored the {key} tree" + (f" and its {moved} file(s) in the checkout" if moved else ""))
     else:
         message.append(f"new tree for {key}")
     return "; ".join(message)
 
 
 def configure_changes(old: Mapping[str, object] | None, new: Mapping[str, str]) -> list[str]:
-    """What differs between the tree's last configure environment and this one."""
+    """What differs between the tree's last configure environment and this one (secrets by digest)."""
     if not old:
         return []
+    new = kept_values(new)
     diffs = []
     for k in sorted(set(old) | set(new)):
         if old.get(k) != new.get(k):
@@ -82,12 +91,25 @@ def build_lock(checkout: Path) -> contextlib.AbstractContextManager[None]:
 
 
 def write_marker(build: Path, key: str, configure: Mapping[str, str], done: str | None,
-                 remedies: Mapping[str, str] | None = None, wheel: Path | None = None) -> None:
-    """Record which configuration a tree holds, how it was configured, its last complete inputs, the
-    remedies (known-failure fixes) applied to it, which its later builds keep, and the wheel it made."""
-    data = {"key": key, "configure": dict(configure), "done": done, "remedies": dict(remedies or {}),
-            "wheel": wheel_id(wheel) if wheel else None}
+                 remedies: Mapping[str, str] | None = None, wheel: Path | None = None,
+                 files: Mapping[str, object] | None = None) -> None:
+    """Record which configuration a tree holds, how it was configured (a secret's value as a digest),
+    its last complete inputs, the remedies (known-failure fixes) applied to it, which its later builds
+    keep, the wheel it made, and its files in the checkout (outputs.py)."""
+    data = {"key": key, "configure": kept_values(configure), "done": done, "remedies": dict(remedies or {}),
+            "wheel": wheel_id(wheel) if wheel else None, "outputs": dict(files or {})}
     (build / MARKER).write_text(json.dumps(data, indent=2))
+
+
+def kept_values(variables: Mapping[str, str]) -> dict[str, str]:
+    """Variables as a marker keeps them: the value of a secret (`*_TOKEN`, `*_PASSWORD`, ...) as its digest."""
+    return {k: f"digest:{digest(v)[:16]}" if SECRET_NAME.search(k) else v for k, v in variables.items()}
+
+
+def recorded_outputs(marker: Mapping[str, object] | None) -> dict[str, object]:
+    """The configuration's files in the checkout, as its tree's marker records them."""
+    files = marker.get("outputs") if marker else None
+    return dict(files) if isinstance(files, dict) else {}
 
 
 def wheel_id(wheel: Path) -> list[object]:
@@ -134,6 +156,8 @@ def remove_tree(checkout: Path, key: str) -> int:
     freed = 0
     build = checkout / "build"
     marker = read_marker(build) if build.exists() else None
+    if marker and marker.get("key") == key:
+        outputs.remove(checkout, recorded_outputs(marker))
     for tree in ([build] if marker and marker.get("key") == key else []) + [trees_dir(checkout) / key]:
         if tree.exists():
             freed += tree_size(tree)
@@ -171,6 +195,8 @@ def clean(checkout: Path, all_trees: bool = False, key: str | None = None) -> tu
                 kept.append(tree)
                 continue
             size = tree_size(tree)
+            if tree == build:  # the checkout holds its files: they go with it
+                outputs.remove(checkout, recorded_outputs(marker))
             shutil.rmtree(tree)
             removed.append((f"{name} ({tree})", size))
     if key and not removed:

@@ -1,149 +1,197 @@
-"""minitorch's setup.py, shaped like PyTorch's: a fixed build/ dir, CMake configured only when
-build/CMakeCache.txt or build.ninja is missing (or CMAKE_FRESH=1), BUILD_*/USE_*/CMAKE_* from the
-environment passed to CMake as -D, MAX_JOBS for ninja, and a submodule check.
+"""minitorch's setup.py: PyTorch's build driver in miniature (see torchbuild's README, "The demo").
 
-The split build, as PyTorch's: BUILD_LIBTORCH_WHL=1 builds only the Python-independent core into
-a `libminitorch` wheel; BUILD_PYTHON_ONLY=1 builds only the Python extension, against the core of
-the installed `libminitorch`. Both at once is refused."""
+Every mechanism follows PyTorch's setup.py and tools/: CMake configures build/ once and installs
+into minitorch/ (lib/, include/, share/); build_ext links minitorch/_C from csrc/stub.c against
+minitorch/lib/libtorch_python.so; version.py is written by an always-run CMake target;
+`setup.py develop` is redirected to pip; BUILD_LIBTORCH_WHL=1 makes the `minitorch_no_python`
+wheel, BUILD_PYTHON_ONLY=1 builds the Python part against the core in LIBTORCH_LIB_PATH."""
 
+import itertools
 import os
-import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from setuptools import Distribution, Extension, setup
-from setuptools.command.build_ext import build_ext
-from setuptools.command.build_py import build_py
+import setuptools.command.build_ext
+from setuptools import Distribution, Extension, find_packages, setup
 
-ROOT = Path(__file__).resolve().parent
-BUILD_DIR = ROOT / "build"
-SKIP = {"CMAKE_FRESH", "CMAKE_ONLY", "BUILD_LIBTORCH_WHL", "BUILD_PYTHON_ONLY"}
-CORE_ONLY = os.environ.get("BUILD_LIBTORCH_WHL") == "1"
-PYTHON_ONLY = os.environ.get("BUILD_PYTHON_ONLY") == "1"
-if CORE_ONLY and PYTHON_ONLY:
-    sys.exit("BUILD_LIBTORCH_WHL=1 and BUILD_PYTHON_ONLY=1 cannot be set together")
+try:
+    from setuptools.command.bdist_wheel import bdist_wheel as _bdist_wheel
+except ImportError:  # setuptools < 70.1 (Python 3.6's)
+    from wheel.bdist_wheel import bdist_wheel as _bdist_wheel
+
+CWD = Path(__file__).absolute().parent
+sys.path.insert(0, str(CWD))
+os.environ["PYTHONPATH"] = os.pathsep.join([str(CWD), os.getenv("PYTHONPATH", "")]).rstrip(os.pathsep)
+
+from tools.build_pytorch_libs import build_pytorch  # noqa: E402
+from tools.generate_torch_version import get_torch_version  # noqa: E402
+from tools.setup_helpers.cmake import CMake  # noqa: E402
+from tools.setup_helpers.env import build_type  # noqa: E402
+
+
+def str2bool(value):
+    return bool(value) and value.strip().lower() in ("1", "true", "t", "yes", "y", "on")
+
+
+def _get_package_path(package_name):
+    from importlib.util import find_spec
+
+    spec = find_spec(package_name)
+    if spec and spec.origin:
+        return Path(spec.origin).parent
+    return CWD / package_name
+
+
+BUILD_LIBTORCH_WHL = str2bool(os.getenv("BUILD_LIBTORCH_WHL"))
+BUILD_PYTHON_ONLY = str2bool(os.getenv("BUILD_PYTHON_ONLY"))
+if BUILD_PYTHON_ONLY:
+    os.environ["BUILD_LIBTORCHLESS"] = "ON"
+    os.environ["LIBTORCH_LIB_PATH"] = (_get_package_path("minitorch") / "lib").as_posix()
+
+RUN_BUILD_DEPS = True
+RERUN_CMAKE = str2bool(os.environ.pop("CMAKE_FRESH", None))
+CMAKE_ONLY = str2bool(os.environ.pop("CMAKE_ONLY", None))
+filtered_args = []
+for i, arg in enumerate(sys.argv):
+    if arg == "--cmake":
+        RERUN_CMAKE = True
+        continue
+    if arg == "develop":
+        print("WARNING: Redirecting 'python setup.py develop' to 'pip install -e . -v --no-build-isolation',"
+              " for more info see https://github.com/pytorch/pytorch/issues/152276", file=sys.stderr)
+        result = subprocess.run([sys.executable, "-m", "pip", "install", "-e", ".", "-v", "--no-build-isolation"],
+                                env=dict(os.environ))
+        sys.exit(result.returncode)
+    if arg == "install":
+        print("WARNING: Redirecting 'python setup.py install' to 'pip install . -v --no-build-isolation',"
+              " for more info see https://github.com/pytorch/pytorch/issues/152276", file=sys.stderr)
+        result = subprocess.run([sys.executable, "-m", "pip", "install", ".", "-v", "--no-build-isolation"],
+                                env=dict(os.environ))
+        sys.exit(result.returncode)
+    if arg == "--":
+        filtered_args += sys.argv[i:]
+        break
+    if arg in ["clean", "dist_info", "egg_info", "sdist"]:
+        RUN_BUILD_DEPS = False
+    filtered_args.append(arg)
+sys.argv = filtered_args
+
+TORCH_DIR = CWD / "minitorch"
+TORCH_LIB_DIR = TORCH_DIR / "lib"
+TORCH_PACKAGE_NAME = os.getenv("TORCH_PACKAGE_NAME", "minitorch")
+LIBTORCH_PKG_NAME = os.getenv("LIBTORCH_PACKAGE_NAME", "minitorch_no_python")
+if BUILD_LIBTORCH_WHL:
+    TORCH_PACKAGE_NAME = LIBTORCH_PKG_NAME
+TORCH_VERSION = get_torch_version()
+print("Building wheel {}-{}".format(TORCH_PACKAGE_NAME, TORCH_VERSION), file=sys.stderr)
+cmake = CMake()
+
+
+def get_submodule_folders():
+    with (CWD / ".gitmodules").open(encoding="utf-8") as f:
+        return [CWD / line.partition("=")[-1].strip() for line in f if line.strip().startswith("path")]
 
 
 def check_submodules():
-    gitmodules = ROOT / ".gitmodules"
-    paths = [line.split("=", 1)[1].strip() for line in gitmodules.read_text().splitlines()
-             if line.strip().startswith("path")] if gitmodules.exists() else []
-    for path in paths:
-        folder = ROOT / path
-        if not folder.is_dir() or not any(p.name != ".git" for p in folder.iterdir()):
-            sys.exit(f"Submodule {path} is empty. Did you run 'git submodule update --init --recursive'?")
+    def check_for_files(folder, files):
+        if not any((folder / f).exists() for f in files):
+            print("Could not find any of {} in {}".format(", ".join(files), folder), file=sys.stderr)
+            print("Did you run 'git submodule update --init --recursive'?", file=sys.stderr)
+            sys.exit(1)
+
+    def not_exists_or_empty(folder):
+        return not folder.exists() or (folder.is_dir() and next(folder.iterdir(), None) is None)
+
+    if str2bool(os.getenv("USE_SYSTEM_LIBS")):
+        return
+    folders = get_submodule_folders()
+    if all(not_exists_or_empty(folder) for folder in folders):
+        print(" --- Trying to initialize submodules", file=sys.stderr)
+        start = time.time()
+        subprocess.check_call(["git", "submodule", "update", "--init", "--recursive"], cwd=str(CWD))
+        print(" --- Submodule initialization took {:.2f} sec".format(time.time() - start), file=sys.stderr)
+    for folder in folders:
+        check_for_files(folder, ["CMakeLists.txt", "Makefile", "setup.py", "LICENSE", "LICENSE.md", "LICENSE.txt"])
 
 
-def version():
-    return os.environ.get("PYTORCH_BUILD_VERSION") or (ROOT / "version.txt").read_text().strip()
-
-
-def cuda_architectures(arch_list):
-    """TORCH_CUDA_ARCH_LIST "8.0;9.0+PTX" -> CMAKE_CUDA_ARCHITECTURES "80-real;90"."""
-    out = []
-    for arch in arch_list.replace(" ", ";").split(";"):
-        if arch:
-            number = arch.replace("+PTX", "").replace(".", "")
-            out.append(number if arch.endswith("+PTX") else number + "-real")
-    return ";".join(out)
-
-
-def cmake_args():
-    env = os.environ
-    if env.get("DEBUG") == "1":
-        build_type = "Debug"
-    elif env.get("REL_WITH_DEB_INFO") == "1":
-        build_type = "RelWithDebInfo"
-    else:
-        build_type = env.get("CMAKE_BUILD_TYPE", "Release")
-    args = ["-DCMAKE_BUILD_TYPE=" + build_type, "-DPython_EXECUTABLE=" + sys.executable]
-    if env.get("USE_NINJA", "1") != "0" and shutil.which("ninja"):
-        args.append("-GNinja")
-    for key, value in sorted(env.items()):
-        if key.startswith(("BUILD_", "USE_", "CMAKE_")) and key not in SKIP and key != "CMAKE_BUILD_TYPE":
-            args.append(f"-D{key}={value}")
-    if CORE_ONLY:
-        args.append("-DBUILD_PYTHON=OFF")
-    if PYTHON_ONLY:
-        import libminitorch
-
-        args.append("-DPREBUILT_CORE=" + os.path.dirname(libminitorch.__file__))
-    if env.get("USE_CUDA") == "1" and env.get("TORCH_CUDA_ARCH_LIST"):
-        args.append("-DCMAKE_CUDA_ARCHITECTURES=" + cuda_architectures(env["TORCH_CUDA_ARCH_LIST"]))
-    return args
-
-
-def cmake_build():
-    """Configure (when needed) and build build/; False for CMAKE_ONLY."""
+def build_deps():
     check_submodules()
-    cache = BUILD_DIR / "CMakeCache.txt"
-    fresh = os.environ.get("CMAKE_FRESH") == "1"
-    if fresh and cache.exists():
-        cache.unlink()
-        shutil.rmtree(BUILD_DIR / "CMakeFiles", ignore_errors=True)
-    if not cache.exists() or not (BUILD_DIR / "build.ninja").exists() and not (BUILD_DIR / "Makefile").exists():
-        subprocess.check_call(["cmake", "-S", str(ROOT), "-B", str(BUILD_DIR), *cmake_args()])
-    if os.environ.get("CMAKE_ONLY") == "1":
-        return False
-    jobs = os.environ.get("MAX_JOBS")
-    subprocess.check_call(["cmake", "--build", str(BUILD_DIR), *(["-j", jobs] if jobs else [])])
-    return True
+    build_pytorch(version=TORCH_VERSION, build_python=not BUILD_LIBTORCH_WHL, rerun_cmake=RERUN_CMAKE,
+                  cmake_only=CMAKE_ONLY, cmake=cmake)
+    if CMAKE_ONLY:
+        print('Finished running cmake. Run "python -m pip install --no-build-isolation -v ." to build.')
+        sys.exit()
 
 
-class CoreBuild(build_py):
-    """BUILD_LIBTORCH_WHL: the core's libraries as the package libminitorch (in build/)."""
-
-    def run(self):
-        if cmake_build():
-            for lib in (BUILD_DIR / "minitorch").glob("lib*.so"):
-                shutil.copy2(lib, CORE_PACKAGE / lib.name)
-        super().run()
+class build_ext(setuptools.command.build_ext.build_ext):
+    pass
 
 
-class CoreDistribution(Distribution):
-    def has_ext_modules(self):
-        return True  # a platform wheel: it holds shared libraries
+class bdist_wheel(_bdist_wheel):
+    def write_wheelfile(self, *args, **kwargs):
+        super().write_wheelfile(*args, **kwargs)
+        if BUILD_LIBTORCH_WHL:
+            bdist_dir = Path(self.bdist_dir)
+            for file in itertools.chain(bdist_dir.rglob("*.a"), bdist_dir.rglob("*.so")):
+                if (bdist_dir / file.name).is_file():
+                    file.unlink()
+            for file in bdist_dir.rglob("*.py"):
+                file.unlink()
+            (bdist_dir / "minitorch" / "__init__.py").touch()  # a package needs one
 
 
-class CMakeBuild(build_ext):
-    def run(self):
-        if not cmake_build():
-            return
-        built = BUILD_DIR / "minitorch"
-        for ext in self.extensions:
-            dest = Path(self.get_ext_fullpath(ext.name))
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            sources = [next(built.glob("_C.*.so"))] + sorted(built.glob("lib*.so"))
-            for src in sources:
-                target = dest if src.name.startswith("_C") else dest.parent / src.name
-                if not target.exists() or target.stat().st_mtime < src.stat().st_mtime:
-                    shutil.copy2(src, target)
+def configure_extension_build():
+    extra_compile_args = ["-Wall", "-Wno-unused-parameter", "-fno-strict-aliasing"]
+    extra_link_args = []
+    if build_type.is_debug():
+        extra_compile_args += ["-O0", "-g"]
+        extra_link_args += ["-O0", "-g"]
+    if build_type.is_rel_with_deb_info():
+        extra_compile_args += ["-g"]
+        extra_link_args += ["-g"]
+    C = Extension("minitorch._C", libraries=["torch_python"], sources=["minitorch/csrc/stub.c"], language="c",
+                  extra_compile_args=extra_compile_args, library_dirs=[str(TORCH_LIB_DIR)],
+                  extra_link_args=extra_link_args + ["-Wl,-rpath,$ORIGIN/lib"])
+    packages = find_packages(include=["minitorch", "minitorch.*"])
+    return [C], {"bdist_wheel": bdist_wheel, "build_ext": build_ext}, packages
 
 
-if CORE_ONLY:
-    CORE_PACKAGE = BUILD_DIR / "libminitorch"  # made before setup(): metadata needs the package folder
-    CORE_PACKAGE.mkdir(parents=True, exist_ok=True)
-    (CORE_PACKAGE / "__init__.py").write_text('"""minitorch\'s Python-independent core libraries."""\n')
+def main():
+    if BUILD_LIBTORCH_WHL and BUILD_PYTHON_ONLY:
+        raise RuntimeError("Conflict: 'BUILD_LIBTORCH_WHL' and 'BUILD_PYTHON_ONLY' can't both be 1. "
+                           "Set one to 0 and rerun.")
+    install_requires = []
+    if BUILD_PYTHON_ONLY:
+        install_requires += ["{}=={}".format(LIBTORCH_PKG_NAME, TORCH_VERSION)]
+    dist = Distribution()
+    dist.script_name = os.path.basename(sys.argv[0])
+    dist.script_args = sys.argv[1:]
+    dist.parse_command_line()
+    if RUN_BUILD_DEPS:
+        build_deps()
+    ext_modules, cmdclass, packages = configure_extension_build()
+    package_data = ["*.pyi", "bin/*", "include/*.h", "include/**/*.h", "share/cmake/MiniTorch/*.cmake"]
+    if not BUILD_LIBTORCH_WHL:
+        package_data += ["lib/libtorch_python.so"]
+    if not BUILD_PYTHON_ONLY:
+        package_data += ["lib/*.so*"]
+    if BUILD_LIBTORCH_WHL:
+        ext_modules = []  # no extensions in BUILD_LIBTORCH_WHL mode
     setup(
-        name="libminitorch",
-        version=version(),
-        packages=["libminitorch"],
-        package_dir={"libminitorch": "build/libminitorch"},
-        package_data={"libminitorch": ["*.so"]},
-        cmdclass={"build_py": CoreBuild},
-        distclass=CoreDistribution,
+        name=TORCH_PACKAGE_NAME,
+        version=TORCH_VERSION,
+        ext_modules=ext_modules,
+        cmdclass=cmdclass,
+        packages=packages,
+        install_requires=install_requires,
+        package_data={"minitorch": package_data},
+        include_package_data=False,
         python_requires=">=3.6",
         zip_safe=False,
     )
-else:
-    setup(
-        name="minitorch",
-        version=version(),
-        packages=["minitorch"],
-        ext_modules=[Extension("minitorch._C", sources=[])],
-        cmdclass={"build_ext": CMakeBuild},
-        install_requires=["libminitorch==" + version()] if PYTHON_ONLY else [],
-        python_requires=">=3.6",
-        zip_safe=False,
-    )
+
+
+if __name__ == "__main__":
+    main()

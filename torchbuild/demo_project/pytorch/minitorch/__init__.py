@@ -1,8 +1,9 @@
 """minitorch: the demo's Python package (a compiled core, a Python extension, an optional CUDA kernel)."""
 
 from . import _C
+from .version import __version__, cuda as _cuda_version, debug as _debug
 
-__all__ = ["checksum", "cuda_compiled", "run_kernel"]
+__all__ = ["__version__", "checksum", "cuda_compiled", "run_kernel"]
 
 
 def checksum(n=50):

@@ -1,6 +1,8 @@
 // The demo's CUDA kernel: out[i] = i * factor.
 #include <cuda_runtime.h>
 
+#include "nccl.h"  // third_party/nccl: cloned by the build at its pinned tag, as PyTorch's NCCL
+
 #include <cstdio>
 #include <vector>
 

@@ -1,4 +1,5 @@
-// minitorch._C: the Python extension over libc10 (and libc10_cuda when built with CUDA).
+// libtorch_python: the bindings behind minitorch._C (as torch/csrc/Module.cpp), over libtorch
+// (and libc10_cuda when built with CUDA).
 #include <Python.h>
 
 #include <string>
@@ -7,6 +8,10 @@
 #include "c10/core.h"
 #include "pybind11/pybind11.h"
 
+namespace torch {
+long checksum(long n);
+}
+
 #ifdef MINITORCH_CUDA
 extern "C" int minitorch_cuda_scale(int n, float factor, float* out, char* err, int errlen);
 #endif
@@ -14,7 +19,7 @@ extern "C" int minitorch_cuda_scale(int n, float factor, float* out, char* err, 
 static PyObject* checksum(PyObject*, PyObject* args) {
   long n = 0;
   if (!PyArg_ParseTuple(args, "l", &n)) return nullptr;
-  return PyLong_FromLong(c10::checksum(n) + MINITORCH_PYBIND11_STUB);
+  return PyLong_FromLong(torch::checksum(n) + MINITORCH_PYBIND11_STUB);
 }
 
 static PyObject* cuda_compiled(PyObject*, PyObject*) {
@@ -52,6 +57,6 @@ static PyMethodDef methods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "minitorch._C", nullptr, -1, methods};
 
-PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&module); }
+extern "C" __attribute__((visibility("default"))) PyObject* initModule(void) { return PyModule_Create(&module); }
