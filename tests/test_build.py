@@ -188,6 +188,31 @@ def test_every_variable_that_reaches_the_build_takes_effect(demo):
     assert not re.search(r"CMAKE_CXX_COMPILER_LAUNCHER:\w+=\S*ccache", cache.read_text())
 
 
+def test_the_builds_own_clones_go_through_the_mirrors_and_the_cache(shared, tmp_path, monkeypatch):
+    """Eigen (cloned at configure time, from a second host) and NCCL (CUDA builds) come from hosts only mirror
+    rules reach: `inv clone` fetches them into the mirror cache ahead, and the build's git is pointed there, so
+    the build works with those hosts gone; an scp-like submodule url maps through the same rules."""
+    for key, value in {**shared, "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs")}.items():
+        monkeypatch.setenv(key, value)
+    up = make_upstream(tmp_path / "upstream", url_base="https://git.example.invalid", units=4)
+    up.link("pytorch", "third_party/pybind11", "pybind11", url="git@git.example.invalid:pybind11")
+    monkeypatch.setenv("TORCHBUILD_MIRRORS_GIT", ",".join(f"{k}={v}" for k, v in up.mirror_rule().items()))
+    demo = tmp_path / "co"
+    done = inv("clone", "--url", up.url("pytorch"), "--path", str(demo), check=True)
+    assert "fetched ahead into the mirror cache: https://git.example.invalid/nccl, " \
+           "https://gitlab.git.example.invalid/eigen" in done.stderr
+    assert (demo / "third_party/pybind11/LICENSE").exists()
+    import shutil
+
+    shutil.rmtree(up.repo("gitlab/eigen"))  # the second host is gone: the mirror cache serves the build
+    shutil.rmtree(up.repo("nccl"))
+    build(demo, "--cuda", "none")
+    assert "-- Checkout Eigen release tag: 3.4.0" in last_log(demo)
+    assert (demo / "third_party/eigen/include/Eigen/Core").exists()
+    assert git(demo / "third_party/eigen", "remote", "get-url", "origin") == "https://gitlab.git.example.invalid/eigen"
+    assert run_python("import minitorch; print(minitorch.checksum())", demo.parent) == "132875"  # 4 units
+
+
 def test_compile_error_shows_the_error_and_the_log(demo):
     (demo / "c10/core/unit_03.cpp").write_text("int broken( { return 1; }\n")
     done = build(demo, "--cuda", "none", check=False)

@@ -135,6 +135,22 @@ def test_missing_python_build_dep(tmp_path):
     assert found.id == "missing-python-dep" and "numpy" in found.explain and "pip install numpy" in found.fix
 
 
+def test_missing_packaging_stops_the_version_step(tmp_path):
+    """PyTorch's generate_torch_version.py (the demo's too) imports packaging.version: without it the build
+    stops there, and the known failure names the module to install."""
+    from torchbuild.demo import PROJECT
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    (tmp_path / "version.txt").write_text("2.11.0a0\n")
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools/generate_torch_version.py").write_bytes(
+        (PROJECT / "pytorch/tools/generate_torch_version.py").read_bytes())
+    text = output([str(tmp_path / "venv/bin/python"), "tools/generate_torch_version.py", "--is-debug=0"], tmp_path)
+    assert "No module named 'packaging" in text
+    [found] = diagnose(text)
+    assert found.id == "missing-python-dep" and "packaging" in found.explain and "pip install packaging" in found.fix
+
+
 def test_stale_cmake_cache_from_another_source_dir(tmp_path):
     a = cmake_project(tmp_path / "a", "project(a CXX)")
     subprocess.run(["cmake", "-S", str(a), "-B", str(tmp_path / "b")], check=True, capture_output=True)

@@ -206,14 +206,18 @@ def test_compat_table():
     assert compat.default_arch_list("13.0").startswith("7.5;")
     assert compat.default_arch_list("12.4") == compat.default_arch_list("12.0")
     with pytest.raises(TorchbuildError, match="PyTorch 2.11 supports Python 3.10–3.14, not 3.6.15") as err:
-        compat.check("2.11.0a0", "3.6.15", None, 12)
+        compat.check("2.11.0a0", "3.6.15", None, "12.2")
     assert "--force" in (err.value.hint or "")
-    assert compat.check("2.11.0a0", "3.6.15", "12.4", 12, force=True) == [
+    assert compat.check("2.11.0a0", "3.6.15", "12.4", "12.2", force=True) == [
         "PyTorch 2.11 supports Python 3.10–3.14, not 3.6.15",
         "PyTorch 2.11 was released for CUDA 12.6, 12.8, 13.0, not 12.4"]
     with pytest.raises(TorchbuildError, match=r"needs Python >= 3.10 \(setup.py\)"):
         compat.check("2.11.0a0", "3.9.1", None, None, python_min="3.10", force=True)
-    assert compat.check("2.11.0a0", "3.12.1", "13.0", 12) == []
+    assert compat.check("2.11.0a0", "3.12.1", "13.0", "12.2") == []
+    # CMakeLists.txt's `VERSION_LESS 9.3` compares the minor version too; RELEASE.md has 2.1 up to 3.11
+    assert compat.problems("2.11.0a0", "3.12", None, "9.1.0")[1] == ["PyTorch 2.11 needs GCC >= 9.3, not 9.1.0"]
+    assert compat.problems("2.11.0a0", "3.12", None, "9.3.0")[1] == []
+    assert compat.problems("2.1.2", "3.12", None, None)[1] == ["PyTorch 2.1 supports Python 3.8–3.11, not 3.12"]
 
 
 def test_doctor_json_schema():

@@ -30,7 +30,7 @@ class Release:
     version: str  # "2.11"
     python: tuple[str | None, str | None]
     cuda: tuple[str, ...]
-    gcc: int
+    gcc: str  # the minimum, major.minor: CMakeLists.txt compares both (9.3)
     cmake: str
 
 
@@ -44,7 +44,7 @@ def _data() -> dict[str, Any]:
 
 
 def releases() -> list[Release]:
-    rows = [Release(v, tuple(r["python"]), tuple(r["cuda"]), int(r["gcc"]), str(r["cmake"]))
+    rows = [Release(v, tuple(r["python"]), tuple(r["cuda"]), str(r["gcc"]), str(r["cmake"]))
             for v, r in _data()["releases"].items()]
     return sorted(rows, key=lambda r: vkey(r.version))
 
@@ -114,7 +114,7 @@ def default_arch_list(cuda_version: str) -> str:
     return str(table[max(usable, key=vkey)])
 
 
-def problems(torch_version: str, python: str | None, cuda: str | None, gcc: int | None,
+def problems(torch_version: str, python: str | None, cuda: str | None, gcc: str | None,
              python_min: str | None = None) -> tuple[list[str], list[str]]:
     """(errors, overridable) for a PyTorch version with this Python/CUDA/GCC.
 
@@ -134,12 +134,12 @@ def problems(torch_version: str, python: str | None, cuda: str | None, gcc: int 
         soft.append(f"PyTorch {row.version} supports Python {low}–{high}, not {python}")
     if cuda and cuda not in row.cuda:
         soft.append(f"PyTorch {row.version} was released for CUDA {', '.join(row.cuda)}, not {cuda}")
-    if gcc is not None and gcc < row.gcc:
+    if gcc is not None and vkey(gcc)[:2] < vkey(row.gcc)[:2]:
         soft.append(f"PyTorch {row.version} needs GCC >= {row.gcc}, not {gcc}")
     return hard, soft
 
 
-def check(torch_version: str, python: str | None, cuda: str | None, gcc: int | None,
+def check(torch_version: str, python: str | None, cuda: str | None, gcc: str | None,
           python_min: str | None = None, force: bool = False) -> list[str]:
     """Raise for an unsupported combination (unless force); return the warnings to show."""
     hard, soft = problems(torch_version, python, cuda, gcc, python_min)

@@ -142,7 +142,7 @@ def compiler_rows(facts: Facts) -> list[Row]:
         return [Row("compiler", PROBLEM, "no gcc/g++ or clang found", "apt-get install g++")]
     out = []
     for c in facts.compilers:
-        low = release is not None and c.kind == "gcc" and c.major < release.gcc
+        low = release is not None and c.kind == "gcc" and compat.vkey(c.version)[:2] < compat.vkey(release.gcc)[:2]
         out.append(Row(f"{c.kind} {c.cxx.name}", WARN if low else OK, f"{c.version} ({c.cxx})",
                        f"PyTorch {release.version} needs gcc >= {release.gcc}" if low and release else ""))
     return out

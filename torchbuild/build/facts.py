@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from .. import compat, envs, jobserver, patches
+from .. import compat, envs, git, jobserver, patches
 from .. import console as _console
 from ..config import Config
 from ..envs import EnvChoice
@@ -36,6 +36,7 @@ class BuildFacts:
     jobserver: Path | None = None  # the fifo of a jobserver in MAKEFLAGS (inv matrix side by side)
     ninja_joins: bool = False  # the build's ninja takes its jobs from that jobserver by itself
     shims: Path | None = None  # that jobserver's `cmake` shims: only `cmake --build` holds a token
+    clone_mirrors: Mapping[str, Path] = field(default_factory=dict)  # the build's own clones: url -> cached mirror
 
 
 def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildFacts:
@@ -66,7 +67,7 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
         notes.append(f"no version.txt in {checkout}: not a PyTorch checkout, so the release table is not checked")
     else:
         gcc = compilers.default_gcc(ccs)
-        notes += compat.check(torch_version, choice.version, cuda_tag, gcc.major if gcc else None,
+        notes += compat.check(torch_version, choice.version, cuda_tag, gcc.version if gcc else None,
                               compat.python_minimum(checkout), request.force)
     gpus = gpu.detect(env) if toolkit else None
     if gpus and gpus.driver_cuda and toolkit and compat.vkey(toolkit.version) > compat.vkey(gpus.driver_cuda):
@@ -80,7 +81,7 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
         and shutil.which("cmake3", path=path) is None else None
     return BuildFacts(choice, toolkit, host_cxx, gpus.arch_list if gpus else None,
                       find_launcher(cfg, choice.prefix, env), find_distcc(cfg, env), remote_url(cfg, env),
-                      tuple(notes), fifo, joins, shims)
+                      tuple(notes), fifo, joins, shims, git.buildclones.cached(git.tools(cfg)[1], checkout))
 
 
 def ninja_version(prefix: Path, env: Mapping[str, str]) -> str | None:

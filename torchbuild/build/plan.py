@@ -225,6 +225,10 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
         base = (checkout_version(checkout) or "0.0.0").split("+")[0]
         changes["PYTORCH_BUILD_VERSION"] = f"{base}+{'cu' + toolkit.version.replace('.', '') if toolkit else 'cpu'}"
         changes["PYTORCH_BUILD_NUMBER"] = "1"  # generate_torch_version.py asserts it with the version (> 1: .postN)
+    from ..git.buildclones import git_config_env
+
+    # git in the build (NCCL, Eigen, setup.py's own submodule update): through the mirror cache and rules
+    changes.update(git_config_env(cfg.mirrors.git, facts.clone_mirrors, base_env))
     for k, v in {**cfg.build.env, **dict(opts.sets)}.items():
         changes[k] = v
     if opts.part != "all":

@@ -22,6 +22,9 @@ def clone(cfg: Config, dry_run: bool = False, force_skip: bool = False) -> int:
             locked(checkout_lock(cfg, dest), f"cloning into {dest}", f"another torchbuild is cloning into {dest}"):
         report = git.clone_source(gitrun, cache, cfg.source.url, dest, cfg.source.ref, superproject=cfg.root)
         finish(report, force_skip, "clone", dry_run)
+        ahead = git.buildclones.fetch_ahead(gitrun, cache, dest) if not dry_run else []
+        if ahead:
+            _console.get().info(f"the build's own clones, fetched ahead into the mirror cache: {', '.join(ahead)}")
     if not dry_run:
         patches.auto_apply(cfg, dest)
     return 0

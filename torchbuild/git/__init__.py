@@ -4,18 +4,20 @@
     mirror.py      the bare-mirror reference cache
     submodules.py  the level-by-level submodule walk: inspect, plan, act
     clone.py       the superproject: fresh clone, move to a ref, finish an interrupted clone
+    buildclones.py the repos the build clones by itself (NCCL, Eigen): fetched ahead, rewrites for the build
 """
 
 from __future__ import annotations
 
 from ..config import Config, default_jobs
+from . import buildclones
 from .clone import clone_source
 from .core import PATCH_BASE_REF, Git, GitOptions, changed_files, head
 from .mirror import MirrorCache
 from .submodules import Report, update_tree
 
-__all__ = ["PATCH_BASE_REF", "Git", "GitOptions", "MirrorCache", "Report", "changed_files", "clone_source", "head",
-           "tools", "update_tree"]
+__all__ = ["PATCH_BASE_REF", "Git", "GitOptions", "MirrorCache", "Report", "buildclones", "changed_files",
+           "clone_source", "head", "tools", "update_tree"]
 
 
 def tools(cfg: Config, dry_run: bool = False) -> tuple[Git, MirrorCache | None]:

@@ -26,10 +26,28 @@ PATCH_BASE_REF = "refs/torchbuild/base"  # where patches.py's series starts in a
 
 def rewrite(url: str, rules: Mapping[str, str]) -> tuple[str, str | None]:
     """Apply git's insteadOf semantics: the longest matching prefix wins. Returns (url, prefix)."""
+    rules = ssh_spellings(rules)
     best = max((p for p in rules if url.startswith(p)), key=len, default=None)
     if best is None:
         return url, None
     return rules[best] + url[len(best):], best
+
+
+SCP_HOST = re.compile(r"^(?:https?|ssh|git)://(?:[^@/]+@)?([^/:]+)/(.*)$")
+
+
+def ssh_spellings(rules: Mapping[str, str]) -> dict[str, str]:
+    """Mirror rules with the scp-like ssh spelling of each https/ssh prefix added (a rule for
+    `https://github.com/` also takes `git@github.com:` and `ssh://git@github.com/`, as old .gitmodules
+    name submodules); a spelling the rules give themselves is kept."""
+    out = dict(rules)
+    for prefix, target in rules.items():
+        found = SCP_HOST.match(prefix)
+        if found:
+            host, path = found.groups()
+            for spelling in (f"git@{host}:{path}", f"ssh://git@{host}/{path}"):
+                out.setdefault(spelling, target)
+    return out
 
 
 def same_url(a: str, b: str) -> bool:
@@ -87,7 +105,7 @@ class Git:
 
     def argv(self, args: Sequence[str], include: Path | None = None, allow_file: bool = False) -> list[str]:
         argv = ["git"]
-        for prefix, mirror in sorted(self.options.mirrors.items()):
+        for prefix, mirror in sorted(ssh_spellings(self.options.mirrors).items()):
             argv += ["-c", f"url.{mirror}.insteadOf={prefix}"]
         if include is not None:
             argv += ["-c", f"include.path={include}"]

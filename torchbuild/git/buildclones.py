@@ -1,0 +1,68 @@
+"""The repos PyTorch's build clones by itself, and the url rewrites its git needs.
+
+tools/optional_submodules.py clones NCCL (CUDA builds) and Eigen (at configure time) by a pinned tag
+(`.ci/docker/ci_commit_pins/nccl.txt`, `third_party/eigen_pin.txt`) from their real hosts, and
+setup.py's check_submodules runs `git submodule update` itself when every submodule folder is empty.
+None of that passes through `inv clone`. So `inv clone` fetches the repos the checkout names into the
+mirror cache ahead, and a build's environment carries the rewrites (`GIT_CONFIG_COUNT`,
+`GIT_CONFIG_KEY_n`, `GIT_CONFIG_VALUE_n`: git reads them as `-c` options): each such repo to its
+mirror, and every mirrors.git rule, scp-like ssh spellings included.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Mapping
+
+from .core import Git, is_local, ssh_spellings
+from .mirror import MirrorCache
+
+CLONE_CALL = re.compile(r"""_checkout_by_tag\(\s*["']([^"']+)["']""")
+PINS = {"nccl": ".ci/docker/ci_commit_pins/nccl.txt", "eigen": "third_party/eigen_pin.txt"}
+
+
+def named(checkout: Path) -> dict[str, str | None]:
+    """The repos the checkout's build clones by itself: url -> its pinned tag (None where unknown)."""
+    source = checkout / "tools" / "optional_submodules.py"
+    if not source.is_file():
+        return {}
+    out: dict[str, str | None] = {}
+    for url in CLONE_CALL.findall(source.read_text(errors="replace")):
+        name = re.sub(r"\.git$", "", url.rstrip("/")).rsplit("/", 1)[-1]
+        pin = checkout / PINS[name] if name in PINS else None
+        out[url] = pin.read_text().strip() if pin is not None and pin.is_file() else None
+    return out
+
+
+def fetch_ahead(git: Git, cache: MirrorCache | None, checkout: Path) -> list[str]:
+    """Put the repos the build will clone into the mirror cache (through the mirror rules); their urls."""
+    wanted = named(checkout)
+    if cache is None or not wanted:
+        return []
+    return sorted(cache.use(dict.fromkeys(wanted), git.options.jobs))
+
+
+def cached(cache: MirrorCache | None, checkout: Path) -> dict[str, Path]:
+    """The mirrors the cache already holds of the repos the build clones (no network)."""
+    if cache is None:
+        return {}
+    return {url: cache.path(url) for url in named(checkout) if (cache.path(url) / "HEAD").is_file()}
+
+
+def git_config_env(rules: Mapping[str, str], mirrors: Mapping[str, Path],
+                   base_env: Mapping[str, str]) -> dict[str, str]:
+    """The build's git settings as environment variables, after any the environment has already: each
+    cached repo to its mirror, then the mirror rules (the longest prefix wins in git, as in `inv clone`)."""
+    pairs = [(f"url.{mirror.as_uri()}.insteadOf", url) for url, mirror in sorted(mirrors.items())]
+    pairs += [(f"url.{target}.insteadOf", prefix) for prefix, target in sorted(ssh_spellings(rules).items())]
+    if not pairs:
+        return {}
+    if mirrors or any(is_local(target) for target in rules.values()):
+        pairs.append(("protocol.file.allow", "always"))
+    start = int(base_env.get("GIT_CONFIG_COUNT") or 0) if str(base_env.get("GIT_CONFIG_COUNT", "")).isdigit() else 0
+    env = {"GIT_CONFIG_COUNT": str(start + len(pairs))}
+    for i, (key, value) in enumerate(pairs, start):
+        env[f"GIT_CONFIG_KEY_{i}"] = key
+        env[f"GIT_CONFIG_VALUE_{i}"] = value
+    return env
