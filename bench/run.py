@@ -185,7 +185,7 @@ class Bench:
         plain = repeat(self.reps, lambda i: timed(underlying, env, cwd=checkout))
         ninja = repeat(self.reps, lambda i: timed(["ninja", "-C", str(checkout / "build")], env))
         command = "setup.py develop" if "setup.py develop" in log else "pip install -e . --no-build-isolation"
-        self.record("no-op build", ours, plain, "<= 1.3", "inv build (up to date)", f"the same {command} by hand")
+        self.record("no-op build", ours, plain, "<= 0.2", "inv build (up to date)", f"the same {command} by hand")
         self.record("no-op build vs ninja", ours, ninja, "-", "inv build (up to date)", "ninja -C build alone")
 
     # ------------------------------------------------------------------ 4. configuration switch
@@ -194,15 +194,35 @@ class Bench:
         env = {**env, "TORCHBUILD_CACHE_TOOL": "none"}  # real compiles: no compiler cache in this figure
         other = ["--cuda", "13.0", "--arch", "8.0"] if NVCC.exists() else ["--cuda", "none", "--debug"]
         self.results["switch uses"] = " ".join(other)
+        python = self.work / "envs" / f"py{sys.version_info[0]}.{sys.version_info[1]}" / "bin" / "python"
+        cpu = ["None", "False", "False"]  # version.py's cuda and debug, _C's cuda_compiled()
+        theirs = ["13.0", "False", "True"] if NVCC.exists() else ["None", "True", "False"]
+
+        def imports(expected: list[str]) -> None:
+            """The checkout imports the configuration just built or switched to: its own binaries."""
+            out = subprocess.run([str(python), "-c", "import minitorch, minitorch.version as v; "
+                                  "print(v.cuda, v.debug, minitorch.cuda_compiled())"], cwd=self.work, env=env,
+                                 capture_output=True, text=True, check=True).stdout.split()
+            assert out == expected, f"the checkout imports {out}, not the configuration just built {expected}"
+
         self.build(checkout, env, "--cuda", "none")
         self.build(checkout, env, *other)
 
         def switch_back(i: int) -> float:
             self.build(checkout, env, *other)
-            return self.build(checkout, env, "--cuda", "none")
+            imports(theirs)
+            seconds = self.build(checkout, env, "--cuda", "none")
+            imports(cpu)
+            return seconds
 
         ours = repeat(self.reps, switch_back)
-        fresh = repeat(self.reps, lambda i: self.build(checkout, env, "--cuda", "none", "--clean"))
+
+        def fresh_build(i: int) -> float:
+            seconds = self.build(checkout, env, "--cuda", "none", "--clean")
+            imports(cpu)
+            return seconds
+
+        fresh = repeat(self.reps, fresh_build)
         self.record("config switch back", ours, fresh, "<= 0.1", f"none -> {' '.join(other)} -> none: the third",
                     "a fresh build of the same configuration")
 

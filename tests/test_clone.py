@@ -48,7 +48,7 @@ def test_second_clone_does_nothing_even_offline(upstream, tmp_path):
 def test_warm_cache_serves_a_second_checkout(upstream, tmp_path):
     clone(upstream, tmp_path / "one", check=True)
     mirrors = sorted(p.name for p in (Path(os.environ["XDG_CACHE_HOME"]) / "torchbuild/git").glob("*.git"))
-    assert len(mirrors) == 4  # pytorch, fbgemm, pybind11, asmjit
+    assert len(mirrors) == 6  # pytorch, fbgemm, pybind11, asmjit; nccl and eigen, which the build clones itself
     # Submodule repos vanish upstream: only the cache can provide them now.
     for name in ("fbgemm", "pybind11", "asmjit"):
         upstream.repo(name).rename(tmp_path / f"gone-{name}")

@@ -15,6 +15,8 @@ import re
 from pathlib import Path
 from typing import Mapping
 
+from .. import console as _console
+from ..errors import GitError
 from .core import Git, is_local, ssh_spellings
 from .mirror import MirrorCache
 
@@ -36,11 +38,19 @@ def named(checkout: Path) -> dict[str, str | None]:
 
 
 def fetch_ahead(git: Git, cache: MirrorCache | None, checkout: Path) -> list[str]:
-    """Put the repos the build will clone into the mirror cache (through the mirror rules); their urls."""
-    wanted = named(checkout)
+    """Put the repos the build will clone, at their pinned tags, into the mirror cache (through the mirror
+    rules); the urls fetched. One the cache holds at its tag is not fetched again (a second `inv clone`
+    works offline); one that cannot be reached is said, and the build then tries it itself."""
+    wanted = {url: tag for url, tag in named(checkout).items()
+              if cache is not None and not (cache.has(url, tag) if tag else (cache.path(url) / "HEAD").is_file())}
     if cache is None or not wanted:
         return []
-    return sorted(cache.use(dict.fromkeys(wanted), git.options.jobs))
+    try:
+        return sorted(cache.use(wanted, git.options.jobs))
+    except GitError as exc:
+        _console.get().warn(f"the build's own clones were not fetched ahead ({exc.message}); the build clones "
+                            "them itself")
+        return []
 
 
 def cached(cache: MirrorCache | None, checkout: Path) -> dict[str, Path]:
