@@ -118,7 +118,7 @@ def test_env_name_and_git_jobs_are_bounded(tmp_path):
 def private_upstream(tmp_path):
     """The demo upstream served over http on loopback; every request needs user:TOKEN."""
     up = make_upstream(tmp_path / "upstream", url_base="https://github.example/org")
-    for name in ("pytorch", "fbgemm", "pybind11", "asmjit"):
+    for name in ("pytorch", "fbgemm", "pybind11", "asmjit", "nccl", "gitlab/eigen"):
         git(up.repo(name), "update-server-info")
     with contextlib.contextmanager(serve)(up.root, TOKEN) as base:
         yield up, base.replace("http://", f"http://user:{TOKEN}@")
@@ -131,6 +131,7 @@ def test_tokens_never_reach_the_terminal_logs_or_the_cache(private_upstream, tmp
     (proj / "torchbuild.yaml").write_text(
         f"source:\n  url: {base}/pytorch\n  path: {tmp_path / 'co'}\n"
         f"mirrors:\n  git:\n    'https://github.example/org/': '{base}/'\n"
+        f"    'https://gitlab.github.example/org/': '{base}/gitlab/'\n"
         f"  pip_extra_index_urls: ['https://user:{PASSWORD}@pypi.example/simple']\n"
         f"paths:\n  cache_dir: {cache}\n  logs: {tmp_path / 'logs'}\n  envs: {tmp_path / 'envs'}\n"
         "build:\n  min_free_gb: 1\n  cuda: none\npatches:\n  auto: false\n")

@@ -106,8 +106,10 @@ class Repos(http.server.SimpleHTTPRequestHandler):
                 self.send_header("WWW-Authenticate", 'Basic realm="repos"')
                 self.end_headers()
                 return
-        name, _, rest = self.path.lstrip("/").partition("/")
-        self.path = f"/{name}/.git/{rest}"
+        parts = self.path.lstrip("/").split("/")
+        top = next((i for i in range(len(parts) - 1, 0, -1)
+                    if (Path(self.directory).joinpath(*parts[:i]) / ".git").is_dir()), 1)  # gitlab/eigen too
+        self.path = "/" + "/".join([*parts[:top], ".git", *parts[top:]])
         super().do_GET()
 
     def log_message(self, *args: object) -> None:

@@ -111,6 +111,10 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         remedies: dict[str, str] = dict(marker.get("remedies") or {}) if marker else {}  # type: ignore[call-overload]
         plan = with_remedies(plan, remedies)
         changed = configure_changes(marker.get("configure") if marker else None, plan.configure)  # type: ignore[arg-type]
+        elsewhere = configured_for(build)
+        if elsewhere and elsewhere != checkout.resolve():  # a copied or moved checkout: its tree builds the other
+            changed.append(f"the tree was configured for {elsewhere}")
+            shutil.rmtree(build / "CMakeFiles", ignore_errors=True)
         fresh = str(plan.inputs.get("CMAKE_FRESH") or base_env.get("CMAKE_FRESH") or "").lower() in TRUE \
             or str(plan.changes.get("CMAKE_FRESH") or "").lower() in TRUE
         if (changed or fresh) and (build / "CMakeCache.txt").exists():
@@ -194,6 +198,14 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         result.hits, result.misses = parse_sccache_stats(stats)
     result.wheel = made
     return result
+
+
+def configured_for(build: Path) -> Path | None:
+    """The source folder the tree's CMakeCache.txt was configured for (None without one)."""
+    cache = build / "CMakeCache.txt"
+    found = re.search(r"(?m)^CMAKE_HOME_DIRECTORY:INTERNAL=(.*)$", cache.read_text(errors="replace")) \
+        if cache.is_file() else None
+    return Path(found.group(1).strip()).resolve() if found else None
 
 
 def installed_core(plan: Plan) -> tuple[Path, list[str]]:

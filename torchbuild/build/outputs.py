@@ -28,7 +28,8 @@ Stats = dict[str, tuple[int, int]]
 
 def snapshot(checkout: Path) -> Stats:
     """The files a build may write into the checkout, by size and mtime: those git ignores (every file
-    without git), outside build/, dist/ and torchbuild's own folder; never bytecode."""
+    without git), outside build/, dist/ and torchbuild's own folder; never bytecode, never a nested repo
+    (the build's own clones, NCCL and Eigen, serve every configuration)."""
     if (checkout / ".git").exists():
         listed = run(["git", "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--", ".",
                       *(f":!{top}" for top in OWN)], cwd=checkout, capture=True, echo=False, check=False).stdout
@@ -37,7 +38,8 @@ def snapshot(checkout: Path) -> Stats:
         names = []
         for root, dirs, files in os.walk(checkout):
             rel = os.path.relpath(root, checkout)
-            dirs[:] = [d for d in dirs if not (rel == "." and d in OWN)]
+            dirs[:] = [d for d in dirs
+                       if not (rel == "." and d in OWN) and not os.path.exists(os.path.join(root, d, ".git"))]
             names += [f if rel == "." else f"{rel}/{f}" for f in files]
     stats: Stats = {}
     for name in names:
