@@ -229,6 +229,14 @@ def test_a_copied_checkout_builds_its_own_sources(demo, tmp_path):
     assert file_digest(demo / "minitorch/lib/libc10.so") == original
 
 
+def test_the_python_part_needs_the_core_installed(demo):
+    """BUILD_PYTHON_ONLY links against the core in LIBTORCH_LIB_PATH: without the core's wheel in the env,
+    one clear line says what to build first, and nothing is built."""
+    done = build(demo, "--cuda", "none", "--part", "python", check=False)
+    assert done.returncode == 1 and "has no minitorch_no_python" in done.stderr
+    assert "inv build --part core --wheel" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_compile_error_shows_the_error_and_the_log(demo):
     (demo / "c10/core/unit_03.cpp").write_text("int broken( { return 1; }\n")
     done = build(demo, "--cuda", "none", check=False)

@@ -120,6 +120,15 @@ def test_matrix_builds_importable_wheels_and_shares_the_core(demo_project):
         assert s["waits"]["queued"] > 0  # each session says what it waited for
     assert "imports in a fresh env" in done.output
     assert {s["path"] for s in summary} == {"split"}  # the demo has PyTorch's split-build switches
+    for s in summary:  # the split build as PyTorch names it: the core's wheel, required at the same version
+        core = Path(s["core"])
+        assert core.name.startswith("minitorch_no_python-2.11.0a0+cpu-"), core.name
+        with zipfile.ZipFile(s["wheel"]) as whl:
+            meta = next(n for n in whl.namelist() if n.endswith(".dist-info/METADATA"))
+            assert "Requires-Dist: minitorch_no_python==2.11.0a0+cpu" in whl.read(meta).decode()
+            assert "minitorch/lib/libc10.so" not in whl.namelist()  # the core's libraries are the core's
+        with zipfile.ZipFile(core) as whl:
+            assert "minitorch/lib/libc10.so" in whl.namelist() and whl.read("minitorch/__init__.py") == b""
     core_logs = sorted((proj / "logs" / "core-cpu-release").glob("*.log"), key=lambda p: p.stat().st_mtime)
     assert len(core_logs) == 1 and core_logs[0].read_text().count("Building CXX object") >= 25  # the core: once
     assert "nothing it depends on changed since it was built" in done.output  # the other session took it
