@@ -437,6 +437,10 @@ def test_a_cuda_that_is_not_installed_names_everything_it_needs(demo):
     assert "g++-7" in done.stderr and "gxx_linux-64=7" in done.stderr
     assert "PyTorch releases built for CUDA 10.0: 1.0, 1.1, 1.2" in done.stderr
     assert "runfile" in done.stderr and "toolchain.cuda_roots" in done.stderr
+    future = build(demo, "--cuda", "99", "--dry-run", check=False)  # nothing is known of it: nothing is claimed
+    assert future.returncode == 1 and "CUDA 99 is not installed" in future.stderr
+    assert "accepts host gcc" not in future.stderr and "inv cuda.install 99" not in future.stderr
+    assert "no CUDA 99 is known to torchbuild" in future.stderr
 
 
 def test_a_failed_build_names_its_record(demo):

@@ -251,6 +251,24 @@ def test_sync_keeps_local_commits_in_a_submodule(upstream, tmp_path):
     assert git(sub, "rev-parse", "HEAD") == mine
 
 
+def test_sync_keeps_a_submodule_on_an_orphan_branch(upstream, tmp_path):
+    """A submodule with a branch of local work, then `git checkout --orphan`: its HEAD names no commit, yet
+    its repo is the user's, not an unfinished clone; sync names it and removes nothing."""
+    dest = tmp_path / "co"
+    clone(upstream, dest, check=True)
+    sub = dest / "third_party/pybind11"
+    git(sub, "checkout", "-q", "-b", "mywork")
+    (sub / "mine.txt").write_text("local work\n")
+    git(sub, "add", "mine.txt")
+    git(sub, "commit", "-qm", "local work")
+    mine = git(sub, "rev-parse", "HEAD")
+    git(sub, "checkout", "-q", "--orphan", "experiment")
+    done = inv("sync", "--path", str(dest), check=False)
+    assert done.returncode == 3 and "third_party/pybind11: its HEAD names no commit yet" in done.stderr
+    assert "removing the unfinished clone" not in done.stderr
+    assert git(sub, "rev-parse", "mywork") == mine and git(sub, "symbolic-ref", "HEAD") == "refs/heads/experiment"
+
+
 def test_sync_without_a_checkout_says_to_clone(tmp_path):
     done = inv("sync", "--path", str(tmp_path / "none"), check=False)
     assert done.returncode == 1 and "run `inv clone` first" in done.stderr

@@ -64,6 +64,10 @@ def test_config_is_frozen(tmp_path):
     ("source:\n  url: [a\n", r"torchbuild.yaml:\d+: YAML syntax error"),
     ("- a\n- b\n", r"torchbuild.yaml:1: the file must be a mapping"),
     ("mirrors:\n  git: [a, b]\n", r"torchbuild.yaml:2: mirrors.git: expected a mapping, got a list"),
+    ("build:\n  min_free_gb: .nan\n", r"torchbuild.yaml:2: build.min_free_gb: expected a number, got nan"),
+    ("build:\n  jobs: 99999999999999999999\n", r"torchbuild.yaml:2: build.jobs: must be at most 4096"),
+    ("build:\n  env:\n    A: [1, 2]\n", r"torchbuild.yaml:2: build.env: A: expected text, got a list"),
+    ("build:\n  env: &a\n    X: *a\n", r"torchbuild.yaml:2: 'build.env' cannot be read: .*recursive"),
 ])
 def test_bad_yaml_names_file_line_and_key(tmp_path, text, expected):
     with pytest.raises(ConfigError, match=expected) as info:

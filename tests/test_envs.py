@@ -109,6 +109,7 @@ def test_mirror_config_is_written_into_the_env_and_used(project):
     prefix = project / "envs" / f"py{py}"
     conf = (prefix / "pip.conf").read_text()
     assert f"index-url = {simple.as_uri()}" in conf and "trusted-host = example.invalid" in conf
+    assert (prefix / "pip.conf").stat().st_mode & 0o777 == 0o600  # an index url may hold a token
     out = subprocess.run([str(prefix / "bin/python"), "-c", "import tbprobe; print(tbprobe.VALUE)"],
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == "42"

@@ -66,6 +66,33 @@ def test_metacharacters_and_spaces_are_passed_literally(demo, tmp_path):
     assert f"USE_Y:UNINITIALIZED=`touch {marker}`; touch {marker}" in cache
 
 
+def test_a_full_disk_is_one_clear_line(demo, tmp_path):
+    """A checkout on a device with no space left, and the disk check turned off (min_free_gb: 0): one line
+    that says so, exit 1, no traceback (the lock file's holder line is a courtesy that may fail)."""
+    import subprocess
+
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(small)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root in a namespace that allows mounts)")
+    try:
+        dest = small / "co"
+        inv("clone", "--url", demo.url("pytorch"), "--path", str(dest), check=True)
+        with open(small / "filler", "wb", buffering=0) as fh:  # take every byte that is left
+            try:
+                while True:
+                    fh.write(b"\0" * 4096)
+            except OSError:
+                pass
+        done = inv("build", "--path", str(dest), "--cuda", "none", env={"TORCHBUILD_BUILD_MIN_FREE_GB": "0"},
+                   timeout=600)
+        assert done.returncode == 1 and "Traceback" not in done.output, done.output
+        assert "no space left" in done.stderr.lower()
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
+
+
 def test_disk_preflight_refuses_with_the_numbers(demo, tmp_path):
     dest = tmp_path / "co"
     inv("clone", "--url", demo.url("pytorch"), "--path", str(dest), check=True)

@@ -172,6 +172,33 @@ def test_a_slot_mirrors_the_working_tree_and_only_what_git_shows(tmp_path):
     shutil.rmtree(slot)
 
 
+def test_a_slot_never_writes_through_a_link_and_follows_deletions_and_new_folders(tmp_path):
+    """A link in the checkout leading out of it, later replaced by a real folder: the slot replaces its
+    link and never writes outside; a tracked file deleted from the working tree leaves the slot; a file
+    that became a folder is replaced by the folder (no crash in later syncs)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "notes.txt").write_text("precious\n")
+    co = committed_repo(tmp_path / "co", {"a.py": "A = 1\n", "extra.py": "X = 1\n", "mod.py": "M = 1\n"})
+    (co / "data").symlink_to(outside)
+    slot = slots.slot_path(tmp_path / "cache", co, 1)
+    slots.sync(co, slot)
+    assert (slot / "data").is_symlink() and (slot / "extra.py").exists()
+    (co / "data").unlink()
+    (co / "data").mkdir()
+    (co / "data" / "notes.txt").write_text("the checkout's\n")
+    (co / "extra.py").unlink()  # deleted, not yet committed
+    (co / "mod.py").unlink()
+    (co / "mod.py").mkdir()  # a file became a folder (a package)
+    (co / "mod.py" / "__init__.py").write_text("P = 1\n")
+    slots.sync(co, slot)
+    assert (outside / "notes.txt").read_text() == "precious\n"  # nothing written through the old link
+    assert not (slot / "data").is_symlink() and (slot / "data/notes.txt").read_text() == "the checkout's\n"
+    assert not (slot / "extra.py").exists()
+    assert (slot / "mod.py" / "__init__.py").read_text() == "P = 1\n"
+    assert slots.sync(co, slot) == 0  # and the next sync finds it all in place
+
+
 def test_holding_the_checkout_never_shows_in_git_status(tmp_path):
     """The slot and build locks live in .torchbuild/, which git ignores before it exists: a matrix session
     that reads `git status` beside a build holding them sees the checkout as it is (and stays up to date)."""

@@ -64,6 +64,9 @@ def test_the_summary_lists_sessions_in_matrix_order_not_finishing_order(tmp_path
     assert listed == [("3.9", "none"), ("3.10", "none"), ("3.10", "12.8"), ("3.10", "13.0"), ("3.12", "none")]
 
 
+MATRIX_SECRET = "s3cr3t-m4trix-pw"  # in build.env: the sessions and what they write must hide it
+
+
 @pytest.fixture
 def demo_project(tmp_path):
     if not (has_python("3.10") and has_python("3.12")):
@@ -71,7 +74,8 @@ def demo_project(tmp_path):
     up = make_upstream(tmp_path / "upstream")
     proj = project(tmp_path, f"source:\n  url: {up.url('pytorch')}\n  path: {tmp_path / 'co'}\n"
                              'matrix:\n  pythons: ["3.10", "3.12"]\n  cudas: ["none"]\n'
-                             f"paths:\n  cache_dir: {tmp_path / 'cache'}\nbuild:\n  min_free_gb: 1\n")
+                             f"paths:\n  cache_dir: {tmp_path / 'cache'}\nbuild:\n  min_free_gb: 1\n"
+                             f"  env:\n    API_PASSWORD: {MATRIX_SECRET}\n    CMAKE_DEMO_TOKEN: {MATRIX_SECRET}\n")
     env = {"HOME": str(REAL_HOME), "PIP_CACHE_DIR": str(REAL_HOME / ".cache" / "pip")}
     inv("clone", root=proj, env=env, check=True)
     return proj, env, tmp_path / "co"
@@ -187,6 +191,14 @@ def test_matrix_builds_importable_wheels_and_shares_the_core(demo_project):
     first, after = sorted(sessions, key=lambda s: s["waits"].get("first build", 0.0))
     assert after["waits"]["first build"] > 1 and first["misses"] >= 25 and after["misses"] <= 2
 
+    # build.env's secrets reached the builds (a CMAKE_* one is configured) and nothing written shows them.
+    assert MATRIX_SECRET in (checkout / "build/CMakeCache.txt").read_text()
+    written = [p for top in (proj / "logs", proj / "dist", proj.parent / "cache", checkout / ".torchbuild")
+               for p in top.rglob("*") if p.is_file() and p.suffix in (".log", ".json", ".txt", ".lock", "")
+               and not {"build", "trees"} & set(p.relative_to(top).parts)]  # CMake's own files aside
+    written += [*checkout.rglob(".torchbuild.json"), *(proj.parent / "cache").rglob(".torchbuild.json")]
+    assert written and [p for p in written if MATRIX_SECRET.encode() in p.read_bytes()] == []
+
 
 def processes_under(path: Path) -> list[str]:
     """Processes whose command line or working folder is under `path`: what a build there left running."""
@@ -258,7 +270,8 @@ def test_build_3_6_builds_the_legacy_demo_to_a_wheel_that_imports(tmp_path):
     up = make_upstream(tmp_path / "upstream", legacy=True)
     proj = project(tmp_path, f"source:\n  url: {up.url('pytorch')}\n  path: {tmp_path / 'co'}\n"
                              'matrix:\n  pythons: ["3.6"]\n  cudas: ["none", "13.0"]\n'
-                             f"paths:\n  cache_dir: {tmp_path / 'cache'}\nbuild:\n  min_free_gb: 1\n")
+                             f"paths:\n  cache_dir: {tmp_path / 'cache'}\nbuild:\n  min_free_gb: 1\n"
+                             f"  env:\n    API_PASSWORD: {MATRIX_SECRET}\n    CMAKE_DEMO_TOKEN: {MATRIX_SECRET}\n")
     env = {"HOME": str(REAL_HOME), "PIP_CACHE_DIR": str(REAL_HOME / ".cache" / "pip")}
     inv("clone", root=proj, env=env, check=True)
     done = subprocess.run([sys.executable, "-m", "nox", "--noxfile", str(proj / "noxfile.py"), "-s", "build-3.6"],

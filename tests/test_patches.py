@@ -100,6 +100,31 @@ def test_second_apply_does_nothing(checkout, series, tmp_path):
     assert tree_state(checkout) == before
 
 
+def test_two_applies_at_once_take_turns(checkout, series):
+    """The series is applied under the checkout's lock (the one builds take): two `inv patch.apply` started
+    while a build holds the checkout both wait, then one applies and the other finds it applied."""
+    import subprocess
+    import sys
+    import time
+
+    from torchbuild.locks import checkout_lock
+
+    from .conftest import REPO
+
+    args = [sys.executable, "-m", "invoke", "--search-root", str(REPO), "patch.apply", "--path", str(checkout),
+            "--patches", str(series)]
+    with checkout_lock(checkout, "a build, held by the test"):
+        procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        time.sleep(3)
+        assert all(p.poll() is None for p in procs)  # both wait for the checkout
+    outs = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert all("another torchbuild is building or patching" in out for out in outs)
+    assert sum("already applied: nothing to do" in out for out in outs) == 1
+    assert git(checkout, "log", "--format=%s", "-2") == "add extra\nbump version"
+    assert git(checkout, "log", "--format=%s", "-3").splitlines()[2] != "bump version"  # applied once
+
+
 def test_conflict_midway_restores_everything(checkout, series, tmp_path):
     # The submodule patch goes first (so a second repo is changed before the failure), then a
     # good patch, then one that conflicts with it.

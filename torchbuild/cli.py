@@ -5,6 +5,7 @@ tasks.py and noxfile.py call `main`; nothing heavy is imported until a task runs
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import sys
@@ -28,9 +29,7 @@ def main(root: Path, command: str, flags: Mapping[str, Any] | None = None, verbo
     try:
         from . import config
 
-        cfg = config.load(root, env, flags)
-        console.add_secrets([env.get(cfg.cache.password_env), *console.secret_values(env),
-                             *console.secret_values(cfg.build.env)])
+        cfg = config.load(root, env, flags)  # it gives the config's secrets to the masker
         module, _, function = command.partition(".")
         code = getattr(importlib.import_module(f"torchbuild.commands.{module}"), function)(cfg, **options)
     except KeyboardInterrupt:
@@ -38,6 +37,13 @@ def main(root: Path, command: str, flags: Mapping[str, Any] | None = None, verbo
         exc: TorchbuildError = Interrupted("interrupted; every process torchbuild started was stopped")
         con.error(exc.message, exc.hint)
         _exit(exc.code)
+    except OSError as exc:
+        if debug or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        con.error(f"no space left on the device writing {exc.filename or 'a file'}",
+                  "free some space (inv clean --all removes kept build trees), then run the command again")
+        children.stop_all()
+        _exit(1)
     except TorchbuildError as exc:
         if debug:
             raise

@@ -15,27 +15,59 @@ from typing import Iterator
 from . import console as _console
 from .console import mask
 
+STATE = ".torchbuild"  # a checkout's own state folder: its locks, its kept build trees
+
 
 @contextlib.contextmanager
 def locked(lockfile: Path, what: str, busy: str | None = None) -> Iterator[None]:
     """Hold `lockfile` exclusively while doing `what`; if another process holds it, print
     "<busy> (<holder>); waiting for it to finish" (nothing when busy is None) and wait."""
     lockfile.parent.mkdir(parents=True, exist_ok=True)
-    with open(lockfile, "a+") as fh:
+    with open(lockfile, "a+b", buffering=0) as fh:  # unbuffered: nothing is left to flush at close on a full disk
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             fh.seek(0)
-            holder = fh.read().strip() or "another process"
+            holder = fh.read().decode(errors="replace").strip() or "another process"
             if busy:
                 _console.get().warn(f"{busy} ({holder}); waiting for it to finish")
             fcntl.flock(fh, fcntl.LOCK_EX)
-        fh.seek(0)
-        fh.truncate()
-        fh.write(mask(f"pid {os.getpid()}: {what}"))
-        fh.flush()
+        with contextlib.suppress(OSError):  # who holds it is a courtesy: a full disk must not stop the lock
+            fh.seek(0)
+            fh.truncate()
+            fh.write(mask(f"pid {os.getpid()}: {what}").encode())
         try:
             yield
         finally:
-            fh.truncate(0)
+            with contextlib.suppress(OSError):
+                fh.truncate(0)
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def state_dir(checkout: Path) -> Path:
+    """The checkout's .torchbuild/ (locks, kept trees), which git is told to ignore before it is made:
+    `git status` (and so a matrix session's fingerprint) never sees its files come and go."""
+    exclude_state(checkout)
+    (checkout / STATE).mkdir(exist_ok=True)
+    return checkout / STATE
+
+
+def exclude_state(checkout: Path) -> None:
+    """Keep .torchbuild/ out of the checkout's `git status` (in .git/info/exclude, not .gitignore)."""
+    git_dir = checkout / ".git"
+    if git_dir.is_file():
+        text = git_dir.read_text().strip()
+        git_dir = (checkout / text.split(":", 1)[1].strip()).resolve() if text.startswith("gitdir:") else git_dir
+    exclude = git_dir / "info" / "exclude"
+    if not git_dir.is_dir():
+        return
+    current = exclude.read_text() if exclude.exists() else ""
+    if f"/{STATE}/" not in current.split():
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        with open(exclude, "a") as fh:  # appended, never rewritten: a build beside us may be reading it
+            fh.write(("" if current.endswith("\n") or not current else "\n") + f"/{STATE}/\n")
+
+
+def checkout_lock(checkout: Path, what: str, busy: str | None = None) -> contextlib.AbstractContextManager[None]:
+    """The one lock of a checkout's build/ and branches: builds, cleans and patching take turns on it."""
+    return locked(state_dir(checkout) / "lock", what, busy)

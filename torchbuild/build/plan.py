@@ -14,12 +14,12 @@ from ..compat import pyproject
 from ..config import Config
 from ..envs import EnvChoice
 from ..errors import TorchbuildError
+from ..locks import STATE
 from ..run import format_command
 from ..toolchain import system
 from ..toolchain.cuda import Toolkit
 from .facts import BuildFacts
 from .request import BuildRequest
-from .trees import STATE
 
 # Environment that changes what CMake configures: PyTorch's setup.py forwards every BUILD_*/USE_*/CMAKE_*
 # variable as -D, but only when it configures (a change means: reconfigure this tree); CMake reads the

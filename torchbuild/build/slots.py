@@ -20,8 +20,8 @@ import shutil
 from pathlib import Path
 from typing import Iterator
 
+from ..locks import STATE, state_dir
 from ..run import run
-from .trees import STATE, state_dir
 
 SLOTS_ENV = "TORCHBUILD_MATRIX_SLOTS"  # how many slots the sessions of an `inv matrix` run may use
 
@@ -83,36 +83,72 @@ def tracked_files(root: Path, prefix: str = "") -> list[str]:
 
 def sync(checkout: Path, slot: Path) -> int:
     """Make `slot` hold the checkout's working tree: copy new and changed files (size or mtime), remove
-    the ones gone since the last sync. Returns how many files were copied."""
+    the ones deleted or gone since the last sync. Never through a link: a link or file in the slot where
+    the checkout has a folder is replaced by a real folder, so nothing outside the slot is written or
+    removed. Returns how many files were copied."""
     listing = slot / STATE / "slot-files.json"
     try:
         before = set(json.loads(listing.read_text()))
     except (OSError, ValueError):
         before = set()
     files = sorted(set(tracked_files(checkout)))
+    slot.mkdir(parents=True, exist_ok=True)
     copied = 0
     for rel in files:
         src, dst = checkout / rel, slot / rel
         try:
             st = src.lstat()
-        except FileNotFoundError:  # deleted in the working tree, not yet in git
+        except FileNotFoundError:  # deleted in the working tree, not yet in git: gone from the slot too
+            remove(slot, rel)
+            continue
+        if src.is_dir() and not src.is_symlink():  # a tracked file became a folder: its files are listed
             continue
         try:
             dt = dst.lstat()
             same = (dt.st_size, dt.st_mtime_ns) == (st.st_size, st.st_mtime_ns) and src.is_symlink() == dst.is_symlink()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             same = False
-        if not same:
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            if dst.is_symlink() or dst.exists():
+        if not same or not inside(slot, rel):
+            real_folders(slot, rel)
+            if dst.is_dir() and not dst.is_symlink():  # a folder became a file
+                shutil.rmtree(dst)
+            elif dst.is_symlink() or dst.exists():
                 dst.unlink()
             shutil.copy2(src, dst, follow_symlinks=False)
             copied += 1
     for rel in before - set(files):
-        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
-            (slot / rel).unlink()
+        remove(slot, rel)
     listing.parent.mkdir(parents=True, exist_ok=True)
     tmp = listing.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(files))
     tmp.replace(listing)
     return copied
+
+
+def inside(slot: Path, rel: str) -> bool:
+    """Whether `rel`'s folders in the slot are real folders (no link that could lead out of it)."""
+    here = slot
+    for part in Path(rel).parent.parts:
+        here = here / part
+        if here.is_symlink() or not here.is_dir():
+            return False
+    return True
+
+
+def real_folders(slot: Path, rel: str) -> None:
+    """Make `rel`'s folders real folders in the slot: a link or a file in the way is removed (the link
+    itself, never what it points to)."""
+    here = slot
+    for part in Path(rel).parent.parts:
+        here = here / part
+        if here.is_symlink() or (here.exists() and not here.is_dir()):
+            here.unlink()
+        if not here.exists():
+            here.mkdir()
+
+
+def remove(slot: Path, rel: str) -> None:
+    """Remove a file from the slot, unless it lies behind a link (then it is not the slot's)."""
+    if inside(slot, rel):
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            (slot / rel).unlink()

@@ -21,11 +21,10 @@ from typing import Mapping
 from ..console import SECRET_NAME
 from ..digest import digest
 from ..errors import TorchbuildError
-from ..locks import locked
+from ..locks import STATE, checkout_lock
 from . import outputs
 
 MARKER = ".torchbuild.json"
-STATE = ".torchbuild"
 FOREIGN = "foreign-"  # a build/ torchbuild did not make, moved aside untouched
 KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+_-]*")
 
@@ -86,8 +85,8 @@ def configure_changes(old: Mapping[str, object] | None, new: Mapping[str, str]) 
 
 
 def build_lock(checkout: Path) -> contextlib.AbstractContextManager[None]:
-    """One build (or clean) per checkout at a time; the second waits and says so."""
-    return locked(state_dir(checkout) / "lock", f"building in {checkout}", f"another build is running in {checkout}")
+    """One build (or clean, or patching) per checkout at a time; the second waits and says so."""
+    return checkout_lock(checkout, f"building in {checkout}", f"another build is running in {checkout}")
 
 
 def write_marker(build: Path, key: str, configure: Mapping[str, str], done: str | None,
@@ -125,31 +124,6 @@ def kept_wheel(marker: Mapping[str, object] | None) -> Path | None:
         return None
     wheel = Path(str(recorded[0]))
     return wheel if wheel.exists() and wheel_id(wheel) == recorded else None
-
-
-def state_dir(checkout: Path) -> Path:
-    """The checkout's .torchbuild/ (locks, kept trees), which git is told to ignore before it is made:
-    `git status` (and so a matrix session's fingerprint) never sees its files come and go."""
-    exclude_state(checkout)
-    (checkout / STATE).mkdir(exist_ok=True)
-    return checkout / STATE
-
-
-def exclude_state(checkout: Path) -> None:
-    """Keep .torchbuild/ out of the checkout's `git status` (in .git/info/exclude, not .gitignore)."""
-    git_dir = checkout / ".git"
-    if git_dir.is_file():
-        text = git_dir.read_text().strip()
-        git_dir = (checkout / text.split(":", 1)[1].strip()).resolve() if text.startswith("gitdir:") else git_dir
-    exclude = git_dir / "info" / "exclude"
-    if not git_dir.is_dir():
-        return
-    current = exclude.read_text() if exclude.exists() else ""
-    if f"/{STATE}/" not in current.split():
-        exclude.parent.mkdir(parents=True, exist_ok=True)
-        with open(exclude, "a") as fh:  # appended, never rewritten: a build beside us may be reading it
-            fh.write(("" if current.endswith("\n") or not current else "\n") + f"/{STATE}/\n")
-
 
 
 def remove_tree(checkout: Path, key: str) -> int:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..console import add_secrets, secret_values
 from ..errors import ConfigError
 from .values import coerce, read_yaml, shown_path
 
@@ -101,7 +102,7 @@ class ToolchainConfig:
 class BuildConfig:
     cuda: str = _spec("auto", "cuda", "CUDA toolkit: auto, none, 13.0, 13")
     python: str | None = _spec(None, "str?", "interpreter: 3.X or a path")
-    jobs: int | None = _spec(None, "int?", "MAX_JOBS (default: from cores and memory)", min=1)
+    jobs: int | None = _spec(None, "int?", "MAX_JOBS (default: from cores and memory)", min=1, max=4096)
     build_type: str = _spec("release", "choice", "release, debug or relwithdebinfo",
                             choices=("release", "debug", "relwithdebinfo"))
     arch: str | None = _spec(None, "str?", "TORCH_CUDA_ARCH_LIST (default: local GPUs, else the toolkit's)")
@@ -199,7 +200,9 @@ class Config:
 
 
 def load(root: Path, env: Mapping[str, str], flags: Mapping[str, Any] | None = None) -> Config:
-    """Build the Config for the project at `root` (flags: dotted key -> value or None)."""
+    """Build the Config for the project at `root` (flags: dotted key -> value or None). Its secrets (the
+    cache password, every *_TOKEN/*_PASSWORD/... of the environment and build.env) are given to the one
+    masker here, so every writer hides them: the tasks, the nox sessions and what they write."""
     path = Path(env["TORCHBUILD_CONFIG"]) if env.get("TORCHBUILD_CONFIG") else root / CONFIG_NAME
     values: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
     origins: dict[str, Origin] = {}
@@ -236,7 +239,9 @@ def load(root: Path, env: Mapping[str, str], flags: Mapping[str, Any] | None = N
     else:
         xdg = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME", "~")).expanduser() / ".cache")
         cache_root = Path(xdg) / "torchbuild"
-    return Config(root=root.resolve(), file=file, origins=origins, cache_root=cache_root, **sections)
+    cfg = Config(root=root.resolve(), file=file, origins=origins, cache_root=cache_root, **sections)
+    add_secrets([env.get(cfg.cache.password_env), *secret_values(env), *secret_values(cfg.build.env)])
+    return cfg
 
 
 def _field(section: str, name: str) -> dataclasses.Field[Any]:

@@ -67,7 +67,11 @@ def read_yaml(path: Path, sections: dict[str, type]) -> dict[str, tuple[Any, int
             if key in out:
                 raise ConfigError(f"{where}:{line}: '{key}' is set twice (first at line {out[key][1]})",
                                   "keep one of them")
-            value = constructor.construct_object(value_node, deep=True)
+            try:
+                value = constructor.construct_object(value_node, deep=True)
+            except (yaml.YAMLError, RecursionError) as exc:  # a recursive anchor: `env: &a {X: *a}`
+                raise ConfigError(f"{where}:{line}: '{key}' cannot be read: {getattr(exc, 'problem', None) or exc}",
+                                  "write the value out instead of an alias to itself") from None
             out[key] = (value, line)
     return out
 
@@ -109,7 +113,8 @@ def coerce(f: dataclasses.Field[Any], value: Any, where: str, from_text: bool) -
             except ValueError:
                 number = None
         wanted = int if kind == "int" else (int, float)
-        if isinstance(number, bool) or not isinstance(number, wanted):
+        if isinstance(number, bool) or not isinstance(number, wanted) or number != number \
+                or number in (float("inf"), float("-inf")):  # NaN compares unequal to itself
             raise ConfigError(f"{where}: expected a {'whole ' if kind == 'int' else ''}number, got {value!r}",
                               f"write a number ({f.metadata['help']})")
         if "min" in f.metadata and number < f.metadata["min"]:
@@ -161,6 +166,10 @@ def coerce(f: dataclasses.Field[Any], value: Any, where: str, from_text: bool) -
             value = {k.strip(): v.strip() for k, v in pairs}
         if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
             raise ConfigError(f"{where}: expected a mapping, got {_typename(value)}", "write `key: value` lines")
+        bad = next((k for k, v in value.items() if v is not None and not _scalar(v) and not isinstance(v, bool)), None)
+        if bad is not None:
+            raise ConfigError(f"{where}: {bad}: expected text, got {_typename(value[bad])}",
+                              f"an environment variable holds text: quote it, e.g. {bad}: \"...\"")
         return {k: "" if v is None else str(v) for k, v in value.items()}
     raise AssertionError(kind)  # pragma: no cover
 

@@ -213,6 +213,14 @@ def _check_writable(folder: Path) -> None:
                               "set paths.envs in torchbuild.yaml to a writable folder with free space") from None
 
 
+def private(path: Path, text: str) -> None:
+    """Write a file only its owner reads (0600): an env's pip.conf / .condarc may hold an index url's token."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+
+
 def _make(backend: str, exe: str, python: Python, prefix: Path, cfg: Config, reqs: list[str],
           conda_pkgs: list[str]) -> Path:
     py = prefix / "bin" / "python"
@@ -221,7 +229,7 @@ def _make(backend: str, exe: str, python: Python, prefix: Path, cfg: Config, req
             raise TorchbuildError(f"Python {python.version} at {python.path} cannot create venvs (no venv/ensurepip)",
                                   "install its venv package (apt-get install python3-venv), or use --backend uv")
         run([str(python.path), "-m", "venv", str(prefix)])
-        (prefix / "pip.conf").write_text(pip_conf(cfg))
+        private(prefix / "pip.conf", pip_conf(cfg))
         pin = pip_bootstrap(python.version)
         pip = [str(py), "-m", "pip", "--disable-pip-version-check"]
         if pin:
@@ -229,12 +237,12 @@ def _make(backend: str, exe: str, python: Python, prefix: Path, cfg: Config, req
         _install(pip + ["install", "-q"], reqs, python.version, {"PIP_CONFIG_FILE": str(prefix / "pip.conf")})
     elif backend == "uv":
         run([exe, "venv", "--quiet", "--seed", "--python", str(python.path), str(prefix)])
-        (prefix / "pip.conf").write_text(pip_conf(cfg))
+        private(prefix / "pip.conf", pip_conf(cfg))
         flags = cfg.mirrors.pip_options(trusted_hosts=False)
         _install([exe, "pip", "install", "--quiet", "--python", str(py), *flags], reqs, python.version, {})
     else:
         prefix.mkdir(parents=True)
-        (prefix / ".condarc").write_text(condarc(cfg))
+        private(prefix / ".condarc", condarc(cfg))
         channels = [a for c in (cfg.mirrors.conda_channels or ["conda-forge"]) for a in ("-c", c)]
         run([exe, "create", "--yes", "--prefix", str(prefix), "--override-channels", *channels,
              f"python={python.minor}", *conda_pkgs], env={"CONDARC": str(prefix / ".condarc")})

@@ -129,12 +129,23 @@ def inspect(git: Git, repo: Path, entry: Entry, configured: Mapping[str, str]) -
             blocked = f"{entry.path} is a file, not a folder; move it away"
         return State(entry, configured_url, None, blocked=blocked)
     commit = head(git, sub)
+    if commit is None and _own_toplevel(git, sub) and holds_branches(git, sub / ".git", sub):
+        return State(entry, configured_url, None, blocked=f"{entry.path}: its HEAD names no commit yet (an orphan "
+                                                            "branch?) and it holds branches; left as it is")
     if commit is None or not _own_toplevel(git, sub) or not _checked_out(git, sub):
         return State(entry, configured_url, None, broken=True)
     if commit == entry.recorded or _patch_base(git, sub) == entry.recorded:
         return State(entry, configured_url, entry.recorded)  # at the recorded commit (+ our patch series)
     return State(entry, configured_url, commit, dirty=tuple(changed_files(git, sub)),
                  local_commits=local_commits(git, sub))
+
+
+def holds_branches(git: Git, gitdir: Path, cwd: Path) -> bool:
+    """Whether a repo has branches, tags or a stash: the user's, where its HEAD resolves to nothing (an
+    interrupted clone has none of these yet)."""
+    found = git.query(["--git-dir", str(gitdir), "for-each-ref", "--count=1", "refs/heads", "refs/tags", "refs/stash"],
+                      cwd, check=False)
+    return bool(found.stdout.strip())
 
 
 def _patch_base(git: Git, repo: Path) -> str | None:
@@ -226,6 +237,8 @@ def _clear_interrupted(git: Git, repo: Path, entries: Sequence[Entry]) -> None:
             refs = git.query(["--git-dir", str(gitdir), "for-each-ref", "--count=1"], repo, check=False)
             valid = git.query(["--git-dir", str(gitdir), "rev-parse", "--verify", "-q", "HEAD^{commit}"], repo,
                               check=False)
+            if valid.returncode != 0 and holds_branches(git, gitdir, repo):
+                continue  # an orphan branch beside the user's branches: not a clone; inspect() names it
             if not refs.stdout.strip() or valid.returncode != 0:
                 con.info(f"removing the unfinished clone of {e.path} left by an interrupted run")
                 shutil.rmtree(gitdir)

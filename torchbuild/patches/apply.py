@@ -12,6 +12,7 @@ from typing import Sequence
 from .. import console as _console
 from ..errors import CommandError, UnsafeToProceed
 from ..git import Git, head
+from ..locks import checkout_lock
 from .series import (
     BASE_REF,
     BRANCH,
@@ -140,7 +141,16 @@ def restore(git: Git, snap: Snapshot) -> None:
 
 
 def apply(git: Git, checkout: Path, patches_dir: Path) -> list[RepoPlan]:
-    """Apply every patch of the series not yet applied; all or nothing."""
+    """Apply every patch of the series not yet applied; all or nothing. Under the checkout's lock: two
+    `inv build`s with pending patches (patches.auto), or two `inv patch.apply`, take turns."""
+    if git.options.dry_run:
+        return _apply(git, checkout, patches_dir)
+    with checkout_lock(checkout, f"applying patches to {checkout}", f"another torchbuild is building or "
+                       f"patching {checkout}"):
+        return _apply(git, checkout, patches_dir)
+
+
+def _apply(git: Git, checkout: Path, patches_dir: Path) -> list[RepoPlan]:
     con = _console.get()
     patches = load_patches(git, checkout, patches_dir)
     if not patches:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..errors import UnsafeToProceed
 from ..git import Git, changed_files
+from ..locks import checkout_lock
 from .apply import symref
 from .series import (
     BASE_REF,
@@ -23,7 +24,16 @@ from .series import (
 
 
 def revert(git: Git, checkout: Path, patches_dir: Path) -> list[str]:
-    """Take the series off every repo that has it: HEAD back on the base, branch and base ref gone."""
+    """Take the series off every repo that has it: HEAD back on the base, branch and base ref gone (under
+    the checkout's lock, as apply)."""
+    if git.options.dry_run:
+        return _revert(git, checkout, patches_dir)
+    with checkout_lock(checkout, f"reverting patches in {checkout}", f"another torchbuild is building or "
+                       f"patching {checkout}"):
+        return _revert(git, checkout, patches_dir)
+
+
+def _revert(git: Git, checkout: Path, patches_dir: Path) -> list[str]:
     targets = [""] + sorted({e.target for e in read_series(patches_dir) if e.target})
     done = []
     for target in targets:

@@ -32,8 +32,11 @@ class Compiler:
 
 
 def max_gcc(cuda_version: str) -> int | None:
-    """The newest GCC major nvcc of this CUDA version accepts (None: older than the table)."""
+    """The newest GCC major nvcc of this CUDA version accepts (None: older than the table, or of a CUDA
+    major newer than its newest row, which nobody can know yet)."""
     key = version_key(cuda_version)[:2]
+    if key[:1] > MAX_GCC[-1][0][:1]:
+        return None
     best = None
     for since, gcc in MAX_GCC:
         if key >= since:

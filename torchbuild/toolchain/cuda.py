@@ -288,8 +288,11 @@ def select(toolkits: Sequence[Toolkit], spec: str) -> Toolkit | None:
 
 
 def how_to_get(version: str) -> str:
-    if version.split(".")[0] == "13" or version_key(version) >= (13,):
+    if version_key(version)[:1] == (13,):  # NVIDIA ships nvcc on PyPI for the 13.x line
         return f"`inv cuda.install {version}` assembles it from NVIDIA's PyPI wheels into the cache dir"
+    if version_key(version)[:1] > (13,):
+        return (f"no CUDA {version} is known to torchbuild (the newest line is 13.x): check the version, "
+                "or install that toolkit and add its folder to toolchain.cuda_roots")
     return (f"PyPI has no nvcc for CUDA {version} (its wheels ship ptxas only): install NVIDIA's runfile "
             f"(sh cuda_{version}*_linux.run --toolkit --silent --installpath=$HOME/cuda-{version}) or "
             f"`conda install -c nvidia cuda-toolkit={version}`, then add the folder to toolchain.cuda_roots")
