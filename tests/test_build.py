@@ -392,6 +392,23 @@ def test_sigint_stops_the_whole_tree_and_the_next_build_resumes(demo, monkeypatc
     assert run_python("import minitorch; print(minitorch.checksum())", demo.parent) == "1144625"
 
 
+def test_a_build_killed_with_sigkill_leaves_nothing_running_into_the_next(demo, monkeypatch):
+    """kill -9 of `inv build` cannot stop its children, and pip, cmake, ninja and the compilers go on; the
+    next build of the checkout stops them (they carry its id) before it builds in the same build/."""
+    monkeypatch.setenv("TORCHBUILD_PATHS_CACHE_DIR", str(demo.parent / "cold-cache"))  # really compile
+    args = [sys.executable, "-m", "invoke", "--search-root", str(REPO), "build", "--path", str(demo),
+            "--cuda", "none", "--jobs", "1"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for(Path(os.environ["TORCHBUILD_PATHS_LOGS"]), r"\[\d+/\d+\] Building CXX", proc)
+    proc.kill()
+    proc.wait(timeout=10)
+    assert _compilers_in(demo), "the killed build's children should still be running"
+    done = build(demo, "--cuda", "none")
+    assert re.search(r"stopped \d+ process\(es\) still running from a build of .* that was killed", done.stderr)
+    assert "cpu-release built in" in done.stderr and not _compilers_in(demo)
+    assert run_python("import minitorch; print(minitorch.checksum())", demo.parent) == "1144625"
+
+
 def test_two_builds_at_once_take_turns(demo):
     build(demo, "--cuda", "none")
     (demo / "c10/core/unit_07.cpp").touch()

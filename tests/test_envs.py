@@ -96,6 +96,21 @@ def test_real_env_with_build_deps_and_idempotent(project, minor):
     assert str(prefix) in ran.stdout
 
 
+def test_an_unreachable_index_is_named_as_such(project):
+    """pip says "no matching distribution" when the index cannot be reached: the error says which it was."""
+    from .conftest import free_port
+
+    checkout = project / "checkout"
+    checkout.mkdir()
+    (checkout / "requirements-build.txt").write_text("cffi\n")
+    (project / "tb.yaml").write_text(f"mirrors:\n  pip_index_url: http://127.0.0.1:{free_port()}/simple\n")
+    py = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    done = inv("env.create", "--python", py, env={"TORCHBUILD_CONFIG": str(project / "tb.yaml"),
+                                                  "PIP_CONFIG_FILE": "/dev/null", "PIP_RETRIES": "1"}, timeout=300)
+    assert done.returncode == 1 and "cannot reach the package index to install cffi" in done.stderr
+    assert "Connection refused" in done.stderr and "pin a version" not in done.stderr
+
+
 def test_mirror_config_is_written_into_the_env_and_used(project):
     simple = local_index(project)
     checkout = project / "checkout"

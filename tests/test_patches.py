@@ -63,6 +63,8 @@ def test_series_parser():
     assert found == [("", "0001-a.patch", 2), ("third_party/x", "0002-b.patch", 4)]
     with pytest.raises(TorchbuildError, match="series:1: cannot read"):
         parse_series("a b c\n")
+    with pytest.raises(TorchbuildError, match=r"series:2: the line holds an invisible character \(U\+FEFF\)"):
+        parse_series("0001-a.patch\n\ufeff0002-b.patch\n")  # a byte-order mark the message shows
     assert touched_files("diff --git a/x/y.c b/x/y.c\n--- a/x/y.c\n+++ b/x/y.c\n") == ["x/y.c"]
     assert to_mbox("diff --git a/f b/f\n", "0002-fix-the-thing.patch").count("Subject: [PATCH] fix the thing") == 1
 
@@ -98,6 +100,31 @@ def test_second_apply_does_nothing(checkout, series, tmp_path):
     done = patch("apply", checkout, renamed, check=True)
     assert "all 3 patch(es) already applied: nothing to do" in done.stderr
     assert tree_state(checkout) == before
+
+
+def test_a_series_adding_a_binary_file_is_recognised_as_applied(checkout, tmp_path):
+    """`git format-patch --binary` of a text commit and a commit adding a binary file: applied once, then
+    known as applied (status, a second apply, a build's auto-apply), and revert takes both off."""
+    scratch = tmp_path / "scratch-bin"
+    git(tmp_path, "clone", "-q", str(checkout), str(scratch))
+    (scratch / "notes.txt").write_text("text\n")
+    git(scratch, "add", "notes.txt")
+    git(scratch, "commit", "-qm", "text commit")
+    (scratch / "blob.bin").write_bytes(bytes(range(256)) * 8)
+    git(scratch, "add", "blob.bin")
+    git(scratch, "commit", "-qm", "binary commit")
+    out = tmp_path / "bin-patches"
+    out.mkdir()
+    git(scratch, "format-patch", "--binary", "-q", "-2", "-o", str(out))
+    (out / "series").write_text("\n".join(sorted(p.name for p in out.glob("*.patch"))) + "\n")
+    patch("apply", checkout, out, check=True)
+    assert (checkout / "blob.bin").read_bytes() == bytes(range(256)) * 8
+    again = patch("apply", checkout, out, check=True)
+    assert "all 2 patch(es) already applied: nothing to do" in again.stderr
+    status = patch("status", checkout, out, check=True).stdout
+    assert status.count("applied") == 2 and "does not apply" not in status and "not applied" not in status
+    patch("revert", checkout, out, check=True)
+    assert not (checkout / "blob.bin").exists()
 
 
 def test_two_applies_at_once_take_turns(checkout, series):

@@ -10,8 +10,10 @@ the first options forever; the 2.9+ setup.py pops CMAKE_FRESH before reading it)
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
+import signal
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -23,6 +25,7 @@ from .. import jobserver
 from ..diagnose import Diagnosis, diagnose
 from ..digest import digest
 from ..errors import CommandError, TorchbuildError
+from ..locks import STATE
 from ..progress import Tracker
 from ..run import format_command, run
 from . import outputs, record
@@ -101,6 +104,10 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
     asked = time.monotonic()
     with build_lock(checkout):  # setup.py builds in the checkout's build/: one build at a time
         result.waited_for_checkout = time.monotonic() - asked
+        stopped = stop_leftovers(checkout)
+        if stopped:
+            con.warn(f"stopped {stopped} process(es) still running from a build of {checkout} that was killed "
+                     "(kill -9) before it could stop them")
         if opts.clean:
             remove_tree(checkout, plan.key)
         swapped = activate_tree(checkout, plan.key)
@@ -156,6 +163,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         probed = record.start(plan, base_env)
         jobs = f"MAX_JOBS={plan.changes['MAX_JOBS']}" if plan.changes.get("MAX_JOBS") else "the jobserver's jobs"
         con.info(f"building {plan.key} with {jobs}; log: {plan.log}")
+        running = mark_running(checkout)
         with open(plan.log, "w", buffering=1) as log:  # line-buffered: `tail -f` works
             for attempt in (1, 2):
                 log.write(format_command(list(plan.command), base_env, plan.changes, checkout) + "\n")
@@ -163,8 +171,9 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                     try:
                         with job_slots(plan) as (changes, waited):
                             result.waited_for_jobs += waited
-                            run(list(plan.command), cwd=checkout, env=changes, base_env=base_env,
-                                echo=opts.verbose, on_line=_show(tracker, opts.verbose, log), log=log)
+                            run(list(plan.command), cwd=checkout, env={**changes, BUILD_ID: running},
+                                base_env=base_env, echo=opts.verbose, on_line=_show(tracker, opts.verbose, log),
+                                log=log)
                     finally:
                         result.waited_for_jobs += shim_waits(plan)
                     break
@@ -183,6 +192,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                                  files=outputs.record(checkout, build, before, files))
                     _fail(plan, tracker, found, exc.returncode, probed, time.monotonic() - start, remedies)
         con.clear_progress()
+        (checkout / STATE / RUNNING).unlink(missing_ok=True)
         made = newest_wheel(plan.dist, wheels_before) if plan.dist else None
         write_marker(build, plan.key, plan.configure, stamp if made or not plan.wheel else None, remedies, made,
                      outputs.record(checkout, build, before, files))
@@ -198,6 +208,45 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         result.hits, result.misses = parse_sccache_stats(stats)
     result.wheel = made
     return result
+
+
+BUILD_ID = "TORCHBUILD_BUILD_ID"  # in the environment of every process a build starts (they inherit it)
+RUNNING = "running"  # .torchbuild/running: the id of the build under way, while its command runs
+
+
+def mark_running(checkout: Path) -> str:
+    """Record, under the build lock, the id the build command's process tree carries in its environment."""
+    build_id = f"{os.getpid()}-{time.time_ns()}"
+    (checkout / STATE / RUNNING).write_text(build_id)
+    return build_id
+
+
+def stop_leftovers(checkout: Path) -> int:
+    """Stop what a build killed with -9 left running (pip, setup.py, cmake, ninja, compilers keep going
+    without it): the processes whose environment carries its recorded id. Run under the build lock, so
+    the build that recorded it is gone. How many were stopped."""
+    marker = checkout / STATE / RUNNING
+    try:
+        build_id = marker.read_text().strip()
+    except OSError:
+        return 0
+    needle = f"{BUILD_ID}={build_id}".encode()
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if needle in (proc / "environ").read_bytes().split(b"\0"):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in found:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + 3
+        while sig == signal.SIGTERM and time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in found):
+            time.sleep(0.05)
+    marker.unlink(missing_ok=True)
+    return len(found)
 
 
 def configured_for(build: Path) -> Path | None:

@@ -252,6 +252,11 @@ def _make(backend: str, exe: str, python: Python, prefix: Path, cfg: Config, req
     return py
 
 
+UNREACHABLE = re.compile(r"Failed to establish a new connection[^'\"]*|Connection refused|Name or service not known|"
+                         r"Temporary failure in name resolution|No route to host|Network is unreachable|"
+                         r"ConnectTimeout\w*|Read timed out|dns error[^\n]*|error sending request[^\n]*")
+
+
 def _install(argv: list[str], reqs: list[str], version: str, env: Mapping[str, str]) -> None:
     try:
         run([*argv, *reqs], env=env)
@@ -259,6 +264,11 @@ def _install(argv: list[str], reqs: list[str], version: str, env: Mapping[str, s
         m = re.search(r"(?:No matching distribution found for|Could not find a version that satisfies the "
                       r"requirement|Because)\s+(\S+)", exc.output)
         what = m.group(1) if m else "a requirement"
+        offline = UNREACHABLE.search(exc.output)
+        if offline:  # pip then says "no matching distribution", which is not the cause
+            raise TorchbuildError(f"cannot reach the package index to install {what} for Python {version} "
+                                  f"({offline.group(0)})", "check mirrors.pip_index_url (or pip's own index "
+                                  "setting) and the network, then run the command again") from None
         raise TorchbuildError(f"cannot install {what} for Python {version}",
                               f"pin a version that supports Python {version} in the checkout's requirements, "
                               "or choose another Python") from None

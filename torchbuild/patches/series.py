@@ -42,6 +42,11 @@ def parse_series(text: str, where: str = "series") -> list[SeriesEntry]:
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
+        hidden = sorted({f"U+{ord(c):04X}" for c in line if not c.isprintable()})
+        if hidden:  # a byte-order mark, a zero-width space: a file name nobody can see is wrong
+            raise PatchError(f"{where}:{number}: the line holds an invisible character ({', '.join(hidden)}): "
+                             f"{line!r}", "retype the line (an editor saved a byte-order mark or a zero-width "
+                             "space in it)")
         target, sep, name = line.rpartition(": ")
         name, target = (name.strip(), target.strip().rstrip("/")) if sep else (line, "")
         if not name or " " in name:
@@ -178,7 +183,7 @@ def applied_ids(git: Git, repo: Path, tip: str = "HEAD") -> list[tuple[str, str]
     base = ref_sha(git, repo, BASE_REF)
     if base is None:
         return []
-    log = git.query(["log", "--reverse", "-p", "--no-color", "--no-ext-diff", "--format=commit %H",
+    log = git.query(["log", "--reverse", "-p", "--binary", "--no-color", "--no-ext-diff", "--format=commit %H",
                      f"{base}..{tip}"], repo).stdout
     if not log.strip():
         return []
