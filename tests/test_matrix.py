@@ -345,3 +345,27 @@ def test_sccache_with_the_redis_backend_serves_a_clean_machine(tmp_path, redis_u
     line = next(ln for ln in second.stderr.splitlines() if "built in" in ln)
     hits, total = (int(x) for x in line.split("sccache ")[1].split(" hits")[0].split("/"))
     assert total >= 25 and hits >= 25, line
+
+
+def test_a_crashed_session_is_recorded_failed_not_left_ok(tmp_path, monkeypatch):
+    """A session whose build crashes with an error torchbuild did not foresee (a slot in a state it could
+    not sync, say) is a failed session in the summary, never the "ok" and wheel of the run before."""
+    from torchbuild import config, matrix
+
+    checkout = tmp_path / "co"
+    checkout.mkdir()
+    (checkout / "setup.py").write_text("from setuptools import setup\nsetup(name='x')\n")
+    cfg = config.load(tmp_path, {"HOME": str(tmp_path), "TORCHBUILD_SOURCE_PATH": str(checkout),
+                                 "TORCHBUILD_MATRIX_SPLIT": "false"})
+    name = session_name("3.11", "none")
+    summary = tmp_path / "dist" / "matrix-summary.json"
+    write_summary(summary, SessionRecord(name, "3.11", "none", result="ok", wheel="old.whl"))
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise NotADirectoryError(20, "Not a directory", str(tmp_path / "slot" / "minitorch"))
+
+    monkeypatch.setattr(matrix, "build_in_slot", crash)
+    record = matrix.run_session(cfg, "3.11", "none", env={"PATH": os.environ["PATH"]})
+    assert record.result == "failed" and "crashed: NotADirectoryError" in record.reason
+    (kept,) = json.loads(summary.read_text())["sessions"]
+    assert kept["result"] == "failed" and kept["wheel"] is None

@@ -125,6 +125,12 @@ def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: 
         except TorchbuildError as exc:
             record = dataclasses.replace(record, result="failed", reason=exc.message)
             con.error(f"{name}: {exc.message}", exc.hint)
+        except Exception as exc:  # a crash is a failed session too: the summary never keeps an old "ok"
+            if env.get("TORCHBUILD_DEBUG"):
+                raise
+            reason = f"torchbuild crashed: {type(exc).__name__}: {exc}"
+            record = dataclasses.replace(record, result="failed", reason=reason)
+            con.error(f"{name}: {reason}", "run it alone with TORCHBUILD_DEBUG=1 for the traceback, and report it")
     if record.result == "skipped":
         record = stamped(cfg, record, venv, source, [])
     record = dataclasses.replace(record, seconds=round(time.monotonic() - start, 2),

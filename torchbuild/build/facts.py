@@ -47,6 +47,7 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
                               "run `inv clone` first, or point source.path / --path at a checkout")
     if not request.dry_run:
         check_disk(checkout, cfg.build.min_free_gb)
+        system.check_writable(cfg.root / cfg.paths.logs, "log dir", "paths.logs")
     check_compiler(env)
     toolkit = choose_toolkit(cfg, request.cuda, env)
     choice = envs.choose(cfg, request.python, request.env_name, env)

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Mapping
@@ -23,7 +22,7 @@ from ..config import Config
 from ..errors import CommandError, TorchbuildError
 from ..locks import locked
 from ..run import run
-from ..toolchain import search_path
+from ..toolchain import search_path, system
 from ..toolchain.python import Python
 from .requirements import (
     KNOWN,
@@ -158,7 +157,7 @@ def create(cfg: Config, python: Python, name: str | None = None, backend: str = 
     conda_pkgs = conda_packages(checkout, cuda) if backend in ("conda", "mamba", "micromamba") else []
     stamp = expected_stamp(cfg, backend, python.version, checkout, cuda)
     if not dry_run:
-        _check_writable(prefix.parent)
+        system.check_writable(prefix.parent, "env dir", "paths.envs")
     lock = contextlib.nullcontext() if dry_run else \
         locked(prefix.parent / f".{name}.lock", f"creating env {name}", f"another torchbuild is creating env {name}")
     with lock:  # two creations of one env take turns; the second finds it made
@@ -201,16 +200,6 @@ def setuptools_version(python: Path) -> str:
     from ..toolchain.python import installed_versions
 
     return installed_versions(python, ("setuptools",))["setuptools"]
-
-
-def _check_writable(folder: Path) -> None:
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder, prefix=".torchbuild-write-test"):
-            pass  # a probe of its own: two creations at once must not delete each other's
-    except OSError as exc:
-        raise TorchbuildError(f"cannot write the env dir {folder}: {exc.strerror}",
-                              "set paths.envs in torchbuild.yaml to a writable folder with free space") from None
 
 
 def private(path: Path, text: str) -> None:

@@ -44,3 +44,19 @@ def free_disk(path: Path) -> int:
     while not path.exists() and path != path.parent:
         path = path.parent
     return shutil.disk_usage(path).free
+
+
+def check_writable(folder: Path, what: str, setting: str) -> None:
+    """Refuse, in one line, a folder that cannot be made or written (read-only, no permission, full):
+    before anything is started, not as a traceback halfway. The probe is a private temporary file."""
+    import tempfile
+
+    from ..errors import TorchbuildError
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder, prefix=".torchbuild-write-test"):
+            pass  # a probe of its own: two at once must not delete each other's
+    except OSError as exc:
+        raise TorchbuildError(f"cannot write the {what} {folder}: {exc.strerror}",
+                              f"set {setting} in torchbuild.yaml to a writable folder with free space") from None
