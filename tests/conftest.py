@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -100,6 +101,19 @@ def copy_project(dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / "tasks.py", dest / "tasks.py")
     return dest
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, options: str):
+    """A small tmpfs mounted at `path` (a full disk, a read-only folder) while in the block; the test is
+    skipped where mounts are not allowed."""
+    path.mkdir(parents=True, exist_ok=True)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root in a namespace that allows mounts)")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 def free_port() -> int:

@@ -14,7 +14,7 @@ import pytest
 
 from torchbuild.demo import make_upstream
 
-from .conftest import REPO, git, inv
+from .conftest import REPO, git, inv, tmpfs
 
 NVCC = Path("/usr/local/cuda-13.0/bin/nvcc")
 needs_nvcc = pytest.mark.skipif(not NVCC.exists(), reason="no nvcc at /usr/local/cuda-13.0 (CUDA 13.0 toolkit)")
@@ -259,18 +259,11 @@ def test_a_corrupt_compiler_cache_costs_hits_not_a_wrong_build(shared, tmp_path,
 def test_an_unwritable_log_dir_is_refused_before_anything_runs(demo, tmp_path, monkeypatch):
     """paths.logs on a read-only file system (what a log dir another user owns is to this one): one line
     naming the folder and the setting, before any tree is touched."""
-    logs = tmp_path / "ro-logs"
-    logs.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(logs)],
-                      capture_output=True).returncode != 0:
-        pytest.skip("cannot mount a read-only tmpfs here (needs root in a namespace that allows mounts)")
-    try:
+    with tmpfs(tmp_path / "ro-logs", "ro,size=64k") as logs:
         done = build(demo, "--cuda", "none", check=False, env={"TORCHBUILD_PATHS_LOGS": str(logs)})
         assert done.returncode == 1 and "Traceback" not in done.output
         assert f"cannot write the log dir {logs}: Read-only file system" in done.stderr
         assert "paths.logs" in done.stderr and not (demo / "build").exists()
-    finally:
-        subprocess.run(["umount", "-l", str(logs)], check=False)
 
 
 def test_compile_error_shows_the_error_and_the_log(demo):

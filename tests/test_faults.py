@@ -17,7 +17,7 @@ import pytest
 
 from torchbuild.demo import make_upstream
 
-from .conftest import git, inv, tree_state
+from .conftest import git, inv, tmpfs, tree_state
 from .test_toolchain import fake_toolkit
 
 
@@ -69,14 +69,7 @@ def test_metacharacters_and_spaces_are_passed_literally(demo, tmp_path):
 def test_a_full_disk_is_one_clear_line(demo, tmp_path):
     """A checkout on a device with no space left, and the disk check turned off (min_free_gb: 0): one line
     that says so, exit 1, no traceback (the lock file's holder line is a courtesy that may fail)."""
-    import subprocess
-
-    small = tmp_path / "small"
-    small.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(small)],
-                      capture_output=True).returncode != 0:
-        pytest.skip("cannot mount a small tmpfs here (needs root in a namespace that allows mounts)")
-    try:
+    with tmpfs(tmp_path / "small", "size=8m") as small:
         dest = small / "co"
         inv("clone", "--url", demo.url("pytorch"), "--path", str(dest), check=True)
         with open(small / "filler", "wb", buffering=0) as fh:  # take every byte that is left
@@ -89,8 +82,6 @@ def test_a_full_disk_is_one_clear_line(demo, tmp_path):
                    timeout=600)
         assert done.returncode == 1 and "Traceback" not in done.output, done.output
         assert "no space left" in done.stderr.lower()
-    finally:
-        subprocess.run(["umount", "-l", str(small)], check=False)
 
 
 def test_disk_preflight_refuses_with_the_numbers(demo, tmp_path):

@@ -4,6 +4,7 @@ any failure restore every repo exactly (HEAD, branch, refs, files); `status` dry
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,11 +144,15 @@ def restore(git: Git, snap: Snapshot) -> None:
 def apply(git: Git, checkout: Path, patches_dir: Path) -> list[RepoPlan]:
     """Apply every patch of the series not yet applied; all or nothing. Under the checkout's lock: two
     `inv build`s with pending patches (patches.auto), or two `inv patch.apply`, take turns."""
+    with checkout_turn(git, checkout, "applying patches to"):
+        return _apply(git, checkout, patches_dir)
+
+
+def checkout_turn(git: Git, checkout: Path, doing: str) -> contextlib.AbstractContextManager[None]:
+    """The checkout's lock (the one builds take) while its branches change; none in a dry run."""
     if git.options.dry_run:
-        return _apply(git, checkout, patches_dir)
-    with checkout_lock(checkout, f"applying patches to {checkout}", f"another torchbuild is building or "
-                       f"patching {checkout}"):
-        return _apply(git, checkout, patches_dir)
+        return contextlib.nullcontext()
+    return checkout_lock(checkout, f"{doing} {checkout}", f"another torchbuild is building or patching {checkout}")
 
 
 def _apply(git: Git, checkout: Path, patches_dir: Path) -> list[RepoPlan]:

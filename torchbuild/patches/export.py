@@ -6,8 +6,7 @@ from pathlib import Path
 
 from ..errors import UnsafeToProceed
 from ..git import Git, changed_files
-from ..locks import checkout_lock
-from .apply import symref
+from .apply import checkout_turn, symref
 from .series import (
     BASE_REF,
     BRANCH,
@@ -26,10 +25,7 @@ from .series import (
 def revert(git: Git, checkout: Path, patches_dir: Path) -> list[str]:
     """Take the series off every repo that has it: HEAD back on the base, branch and base ref gone (under
     the checkout's lock, as apply)."""
-    if git.options.dry_run:
-        return _revert(git, checkout, patches_dir)
-    with checkout_lock(checkout, f"reverting patches in {checkout}", f"another torchbuild is building or "
-                       f"patching {checkout}"):
+    with checkout_turn(git, checkout, "reverting patches in"):
         return _revert(git, checkout, patches_dir)
 
 
