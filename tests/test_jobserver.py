@@ -84,10 +84,11 @@ def test_a_ninja_without_the_jobserver_gets_the_free_tokens_as_its_jobs(tmp_path
     assert jobserver.fifo_of(makeflags) is None  # the fifo is gone with the server
 
 
-def test_only_cmake_build_waits_for_a_token_through_the_shim(tmp_path):
-    """The jobserver's `cmake`: configuring or asking the version never waits for a token; `cmake --build`
-    waits while none is free, holds one while it runs, says how long it waited, and a cmake that it
-    started (TORCHBUILD_JOB_HELD) does not take a second one."""
+def test_configuring_and_building_wait_for_a_token_through_the_shim(tmp_path):
+    """The jobserver's `cmake`: asking the version or a capability never waits for a token; a configure
+    (it compiles: compiler identification, try_compile checks) and `cmake --build` wait while none is
+    free, hold one while they run, say how long they waited, and a cmake one of them started
+    (TORCHBUILD_JOB_HELD) does not take a second one."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.18)\nproject(p NONE)\n"
@@ -107,24 +108,30 @@ def test_only_cmake_build_waits_for_a_token_through_the_shim(tmp_path):
                                   timeout=60)
             return time.monotonic() - start, done
 
-        with jobserver.take(fifo, 1):  # another build holds the only token
+        def waits_for_the_token(*args: str) -> tuple[float, subprocess.CompletedProcess[str]]:
+            got: list[tuple[float, subprocess.CompletedProcess[str]]] = []
+            with jobserver.take(fifo, 1):  # another build holds the only token
+                t = threading.Thread(target=lambda: got.append(cmake(*args)))
+                t.start()
+                time.sleep(1.0)
+                assert not got, args  # no token free: it waits
+            t.join(timeout=60)
+            return got[0]
+
+        with jobserver.take(fifo, 1):
             quick, version = cmake("--version")
             assert version.returncode == 0 and "cmake version" in version.stdout and quick < 2
-            _, configured = cmake("-S", str(src), "-B", str(tmp_path / "b"), "-G", "Ninja")
-            assert configured.returncode == 0, configured.stderr
-            _, nested = cmake("--build", str(tmp_path / "b"), **{jobserver.HELD: "1"})
+            quick, caps = cmake("-E", "capabilities")  # PyTorch's cmake.py asks this of every cmake
+            assert caps.returncode == 0 and quick < 2
+            _, nested = cmake("-S", str(src), "-B", str(tmp_path / "b0"), "-G", "Ninja", **{jobserver.HELD: "1"})
             assert nested.returncode == 0 and not waits.exists()
-            got: list[tuple[float, subprocess.CompletedProcess[str]]] = []
-            t = threading.Thread(target=lambda: got.append(cmake("--build", str(tmp_path / "b"))))
-            t.start()
-            time.sleep(1.0)
-            assert not got  # no token free: `cmake --build` waits
-        t.join(timeout=60)
-        (took, built), = got
+        took, configured = waits_for_the_token("-S", str(src), "-B", str(tmp_path / "b"), "-G", "Ninja")
+        assert configured.returncode == 0 and took >= 0.9, configured.stderr
+        took, built = waits_for_the_token("--build", str(tmp_path / "b"))
         assert built.returncode == 0 and "built" in built.stdout and took >= 0.9
-        assert 0.9 <= jobserver.waited(str(waits)) < took and not waits.exists()
+        assert 1.8 <= jobserver.waited(str(waits)) and not waits.exists()
         with jobserver.take(fifo, 1) as held:
-            assert held.count == 1  # the shim gave its token back
+            assert held.count == 1  # the shims gave their token back
 
 
 def test_old_ninja_does_not_count_as_joining():

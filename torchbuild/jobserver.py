@@ -4,10 +4,12 @@
 under it takes part (`take`): with ninja 1.13 or newer, ninja joins the jobserver by itself
 (MAX_JOBS is left unset, so PyTorch's setup.py lets ninja decide) and one token is held for ninja's
 own first job, as make's recipe does for a sub-make. Where setup.py drives CMake, that token is held
-only while `cmake --build` runs: the jobserver's folder has a `cmake` (`shim`) that goes ahead of the
-real one on the build's PATH, so configuring and packaging, which compile nothing, wait for no token
-and keep none from the others. With an older ninja, the build takes the tokens that are free (at
-least one) for its whole run and sets MAX_JOBS to their number.
+only while cmake configures or builds: the jobserver's folder has a `cmake` (`shim`) that goes ahead
+of the real one on the build's PATH. Configuring compiles too (compiler identification, then every
+try_compile check: hundreds on PyTorch), one program at a time, so it holds one token; `cmake
+--version`, `-E`, `-P` and packaging wait for none and keep none from the others. With an older ninja,
+the build takes the tokens that are free (at least one) for its whole run and sets MAX_JOBS to their
+number.
 """
 
 from __future__ import annotations
@@ -30,11 +32,13 @@ from .run import passthrough
 FIFO_AUTH = re.compile(r"--jobserver-auth=fifo:(\S+)")
 JOINS_BY_ITSELF = (1, 13)  # ninja 1.13.0: "Ninja now automatically joins a GNU Make jobserver as a client"
 SHIMS = ("cmake",)  # not cmake3: PyTorch's setup.py runs `cmake3 --version` whenever PATH has one
-# The shim: sh for everything but `cmake --build` (a cmake start costs no Python start), which goes to `shim`.
+# The shim: sh for what compiles nothing (a cmake start costs no Python start); a configure or a `cmake --build`
+# goes to `shim`, which holds a token while the real cmake runs.
 SHIM = """#!/bin/sh
-# torchbuild: cmake for a build under `inv matrix`; `cmake --build` holds a job token (torchbuild/jobserver.py)
-case " $* " in
-  *" --build "*) [ -z "$TORCHBUILD_JOB_HELD" ] && exec "{python}" -c \\
+# torchbuild: cmake for a build under `inv matrix`; configuring or building holds a job token (torchbuild/jobserver.py)
+case "$1" in
+  --version|-E|-P|-N|--help*|--system-information|--find-package|--install) ;;
+  *) [ -z "$TORCHBUILD_JOB_HELD" ] && exec "{python}" -c \\
     'import sys; from torchbuild.jobserver import shim; sys.exit(shim(sys.argv[1:]))' "$0" "$@" ;;
 esac
 IFS=:
@@ -46,7 +50,7 @@ done
 echo "torchbuild: no ${0##*/} on PATH besides the jobserver's shim in ${0%/*}" >&2
 exit 127
 """
-HELD = "TORCHBUILD_JOB_HELD"  # set for what `cmake --build` starts: a cmake it runs takes no second token
+HELD = "TORCHBUILD_JOB_HELD"  # set for what a configure or `cmake --build` starts: a cmake it runs takes no second
 WAITS = "TORCHBUILD_JOB_WAITS"  # a file the shim adds its seconds of waiting for a token to
 
 
@@ -117,8 +121,9 @@ def shims_of(fifo: Path) -> Path | None:
 
 
 def shim(argv: list[str]) -> int:
-    """`cmake --build` run through the jobserver's folder (SHIM): hold one token while the real cmake,
-    the next of the name on PATH, runs (ninja's first job; ninja asks the jobserver for more)."""
+    """A configuring cmake or `cmake --build` run through the jobserver's folder (SHIM): hold one token while
+    the real cmake, the next of the name on PATH, runs (the configure's one compiler at a time; ninja's first
+    job, for which ninja asks the jobserver for no token)."""
     here = Path(argv[0]).parent
     rest = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and Path(p) != here)
     name = Path(argv[0]).name

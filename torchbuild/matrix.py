@@ -20,9 +20,10 @@ from typing import Mapping
 from . import console as _console
 from . import wheels
 from .build import BuildRequest, build, report
-from .build.execute import BuildResult, worktree_state
+from .build.execute import BuildResult
 from .build.request import drives_cmake, split_supported
 from .build.slots import SLOTS_ENV, take_slot
+from .build.uptodate import worktree_state
 from .config import Config
 from .digest import digest
 from .errors import Interrupted, TorchbuildError

@@ -3,8 +3,10 @@
     request.py  flags + Config -> BuildRequest, resolved once
     facts.py    gather(): toolkit, env, host compiler, GPUs, compiler cache, release checks
     plan.py     make_plan() -> Plan (pure data; --dry-run prints it), describe()
-    trees.py    one build tree per configuration, swapped into build/; clean
+    trees.py    one build tree per configuration, swapped into build/ with its files (outputs.py); clean
     execute.py  execute(plan) -> BuildResult: lock, reconfigure on change, up-to-date check, log
+    uptodate.py the inputs stamp, ninja's pending work, the install; split.py the core for the Python part;
+    leftovers.py what a killed build left running; slots.py, record.py, outputs.py
 """
 
 from __future__ import annotations

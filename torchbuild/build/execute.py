@@ -10,10 +10,8 @@ the first options forever; the 2.9+ setup.py pops CMAKE_FRESH before reading it)
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import shutil
-import signal
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -23,14 +21,15 @@ from typing import IO, Callable, Iterator, Mapping
 from .. import console as _console
 from .. import jobserver
 from ..diagnose import Diagnosis, diagnose
-from ..digest import digest
 from ..errors import CommandError, TorchbuildError
 from ..locks import STATE
 from ..progress import Tracker
 from ..run import format_command, run
 from . import outputs, record
+from .leftovers import BUILD_ID, RUNNING, mark_running, stop_leftovers
 from .plan import Plan, affects_configure, package_name
 from .request import BuildRequest
+from .split import place_core
 from .trees import (
     activate_tree,
     build_lock,
@@ -41,11 +40,9 @@ from .trees import (
     remove_tree,
     write_marker,
 )
+from .uptodate import configured_for, inputs_stamp, installed, nothing_to_do
 
 TRUE = ("1", "on", "true", "yes", "y")
-# `ninja -n -d explain` on a tree whose only work is an always-run target (PyTorch's gen_torch_version,
-# CMake's install): the target's symbolic output under CMakeFiles/ never exists.
-ALWAYS_RUN = re.compile(r"ninja explain: output (?:\S+/)?CMakeFiles/[^/.\s]+ doesn't exist")
 
 
 @dataclass
@@ -210,81 +207,6 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
     return result
 
 
-BUILD_ID = "TORCHBUILD_BUILD_ID"  # in the environment of every process a build starts (they inherit it)
-RUNNING = "running"  # .torchbuild/running: the id of the build under way, while its command runs
-
-
-def mark_running(checkout: Path) -> str:
-    """Record, under the build lock, the id the build command's process tree carries in its environment."""
-    build_id = f"{os.getpid()}-{time.time_ns()}"
-    (checkout / STATE / RUNNING).write_text(build_id)
-    return build_id
-
-
-def stop_leftovers(checkout: Path) -> int:
-    """Stop what a build killed with -9 left running (pip, setup.py, cmake, ninja, compilers keep going
-    without it): the processes whose environment carries its recorded id. Run under the build lock, so
-    the build that recorded it is gone. How many were stopped."""
-    marker = checkout / STATE / RUNNING
-    try:
-        build_id = marker.read_text().strip()
-    except OSError:
-        return 0
-    needle = f"{BUILD_ID}={build_id}".encode()
-    found = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            if needle in (proc / "environ").read_bytes().split(b"\0"):
-                found.append(int(proc.name))
-        except OSError:
-            continue
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in found:
-            with contextlib.suppress(OSError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + 3
-        while sig == signal.SIGTERM and time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in found):
-            time.sleep(0.05)
-    marker.unlink(missing_ok=True)
-    return len(found)
-
-
-def configured_for(build: Path) -> Path | None:
-    """The source folder the tree's CMakeCache.txt was configured for (None without one)."""
-    cache = build / "CMakeCache.txt"
-    found = re.search(r"(?m)^CMAKE_HOME_DIRECTORY:INTERNAL=(.*)$", cache.read_text(errors="replace")) \
-        if cache.is_file() else None
-    return Path(found.group(1).strip()).resolve() if found else None
-
-
-def installed_core(plan: Plan) -> tuple[Path, list[str]]:
-    """The split build's core as installed in the env (`<package>_no_python`, setup.py's
-    LIBTORCH_PACKAGE_NAME): its site-packages and the files its RECORD lists."""
-    for site in sorted(plan.env.prefix.glob("lib/python*/site-packages")):
-        for info in site.glob("*_no_python-*.dist-info"):
-            record_file = info / "RECORD"
-            if record_file.is_file():
-                return site, [row.rsplit(",", 2)[0] for row in record_file.read_text().splitlines() if row]
-    raise TorchbuildError(f"the Python part (BUILD_PYTHON_ONLY=1) builds against the core installed in its env, "
-                          f"and {plan.env.prefix} has no {plan.package}_no_python",
-                          "build the core first: inv build --part core --wheel, and install its wheel into that env "
-                          "(inv matrix does both)")
-
-
-def place_core(plan: Plan) -> int:
-    """Put the installed core's libraries where setup.py's LIBTORCH_LIB_PATH points (<checkout>/<package>/lib),
-    as a build slot or a checkout that built another configuration lacks them; how many there are."""
-    site, files = installed_core(plan)
-    libs = [f for f in files if f.startswith(f"{plan.package}/lib/")]
-    for rel in libs:
-        src, dest = site / rel, plan.checkout / rel
-        if not dest.exists() or dest.stat().st_size != src.stat().st_size \
-                or dest.stat().st_mtime_ns != src.stat().st_mtime_ns:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest)
-    return len(libs)
-
-
 def newest_wheel(dist: Path, before: set[Path]) -> Path | None:
     """The wheel the build made in `dist` (the newest there when it replaced one of the same name)."""
     made = sorted(set(dist.glob("*.whl")) - before) or sorted(dist.glob("*.whl"), key=lambda p: p.stat().st_mtime)[-1:]
@@ -367,80 +289,6 @@ def _log_tail(log: Path, size: int = 4 * 1024 * 1024) -> str:
     with open(log, "rb") as fh:
         fh.seek(max(0, log.stat().st_size - size))
         return fh.read().decode(errors="replace")
-
-
-def inputs_stamp(plan: Plan) -> str:
-    """What a no-op build depends on beyond ninja's graph: the command, the configure environment,
-    the commit, and the files setup.py reads (setup.py, pyproject.toml, version.txt, requirements).
-    A wheel also holds the Python sources ninja does not track: the working tree's changes count too.
-    The core of a split build is the same for every Python: its env's interpreter does not count."""
-
-    files = []
-    for name in ("setup.py", "pyproject.toml", "version.txt", "requirements.txt", "requirements-build.txt",
-                 "CMakeLists.txt", ".gitmodules"):
-        path = plan.checkout / name
-        if path.exists():
-            st = path.stat()
-            files.append((name, st.st_size, st.st_mtime_ns))
-    core = plan.changes.get("BUILD_LIBTORCH_WHL") == "1"
-    command = ["python", *plan.command[1:]] if core else [*plan.command, str(plan.env.python)]
-    tree = worktree_state(plan.checkout, plan.wheel)
-    if plan.wheel and not tree:  # a build slot (no git to ask what changed): its wheel is always made anew
-        tree = [time.time()]
-    against: list[object] = []
-    if plan.changes.get("BUILD_PYTHON_ONLY") == "1":  # built against the core in the env: which one counts
-        site, installed = installed_core(plan)
-        against = [[f, (site / f).stat().st_size] for f in installed if (site / f).is_file()]
-    return digest([command, sorted(plan.inputs.items()), tree, files, against])
-
-
-def worktree_state(checkout: Path, changes: bool) -> list[object]:
-    """The commit, and with `changes` every changed or new file (submodules' too) by size and mtime."""
-    if not (checkout / ".git").exists():
-        return []
-    state: list[object] = [run(["git", "rev-parse", "HEAD"], cwd=checkout, capture=True, echo=False,
-                               check=False).stdout.strip()]
-    if changes:
-        status = run(["git", "status", "--porcelain", "-z", "--untracked-files=all"], cwd=checkout, capture=True,
-                     echo=False, check=False).stdout
-        for entry in filter(None, status.split("\0")):
-            path = checkout / entry[3:]
-            st = path.stat() if path.is_file() else None
-            state.append([entry, st.st_size if st else None, st.st_mtime_ns if st else None])
-    return state
-
-
-def nothing_to_do(build: Path, plan: Plan, base_env: Mapping[str, str]) -> bool:
-    """`ninja -n` in the tree finds no work but always-run targets (PyTorch's gen_torch_version, whose
-    inputs, the commit and the PYTORCH_* variables, the stamp holds); False without ninja or a ninja tree."""
-    if not (build / "build.ninja").exists():
-        return False
-    path = str(plan.changes.get("PATH") or base_env.get("PATH", ""))
-    ninja = shutil.which("ninja", path=path)
-    if ninja is None:
-        return False
-    res = run([ninja, "-C", str(build), "-n", "-d", "explain"], capture=True, echo=False, check=False)
-    if res.returncode != 0:
-        return False
-    if "no work to do" in res.stdout:
-        return True
-    explained = [line for line in (res.stdout + "\n" + res.stderr).splitlines() if line.startswith("ninja explain:")]
-    return bool(explained) and all(ALWAYS_RUN.fullmatch(line.strip()) for line in explained)
-
-
-def installed(plan: Plan) -> bool:
-    """The env still points at this checkout (an editable install) and the package's extensions exist."""
-    package = plan.checkout / plan.package
-    if not package.is_dir() or not any(package.glob("*.so")):
-        return False
-    for site in plan.env.prefix.glob("lib/python*/site-packages"):
-        for link in list(site.glob("*.pth")) + list(site.glob("*.egg-link")) + list(site.glob("__editable__*")):
-            try:
-                if str(plan.checkout) in link.read_text(errors="replace"):
-                    return True
-            except (OSError, IsADirectoryError):
-                continue
-    return False
 
 
 def _show(tracker: Tracker, verbose: bool, log: IO[str]) -> Callable[[str], None]:

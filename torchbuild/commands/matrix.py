@@ -17,8 +17,8 @@ from typing import Sequence
 from .. import console as _console
 from .. import freshness, jobserver, summary, usage
 from .. import matrix as m
-from ..build.execute import worktree_state
 from ..build.slots import SLOTS_ENV
+from ..build.uptodate import worktree_state
 from ..config import Config
 from ..run import run
 from ..toolchain import system

@@ -1,0 +1,102 @@
+"""What "up to date" rests on, beside the tree's files in the checkout (outputs.py): the inputs stamp,
+ninja's pending work, the env's install of the checkout, the source folder the tree was configured for.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Mapping
+
+from ..digest import digest
+from ..run import run
+from .plan import Plan
+from .split import installed_core
+
+# `ninja -n -d explain` on a tree whose only work is an always-run target (PyTorch's gen_torch_version,
+# CMake's install): the target's symbolic output under CMakeFiles/ never exists.
+ALWAYS_RUN = re.compile(r"ninja explain: output (?:\S+/)?CMakeFiles/[^/.\s]+ doesn't exist")
+
+
+def configured_for(build: Path) -> Path | None:
+    """The source folder the tree's CMakeCache.txt was configured for (None without one)."""
+    cache = build / "CMakeCache.txt"
+    found = re.search(r"(?m)^CMAKE_HOME_DIRECTORY:INTERNAL=(.*)$", cache.read_text(errors="replace")) \
+        if cache.is_file() else None
+    return Path(found.group(1).strip()).resolve() if found else None
+
+
+def inputs_stamp(plan: Plan) -> str:
+    """What a no-op build depends on beyond ninja's graph: the command, the configure environment,
+    the commit, and the files setup.py reads (setup.py, pyproject.toml, version.txt, requirements).
+    A wheel also holds the Python sources ninja does not track: the working tree's changes count too.
+    The core of a split build is the same for every Python: its env's interpreter does not count."""
+
+    files = []
+    for name in ("setup.py", "pyproject.toml", "version.txt", "requirements.txt", "requirements-build.txt",
+                 "CMakeLists.txt", ".gitmodules"):
+        path = plan.checkout / name
+        if path.exists():
+            st = path.stat()
+            files.append((name, st.st_size, st.st_mtime_ns))
+    core = plan.changes.get("BUILD_LIBTORCH_WHL") == "1"
+    command = ["python", *plan.command[1:]] if core else [*plan.command, str(plan.env.python)]
+    tree = worktree_state(plan.checkout, plan.wheel)
+    if plan.wheel and not tree:  # a build slot (no git to ask what changed): its wheel is always made anew
+        tree = [time.time()]
+    against: list[object] = []
+    if plan.changes.get("BUILD_PYTHON_ONLY") == "1":  # built against the core in the env: which one counts
+        site, installed = installed_core(plan)
+        against = [[f, (site / f).stat().st_size] for f in installed if (site / f).is_file()]
+    return digest([command, sorted(plan.inputs.items()), tree, files, against])
+
+
+def worktree_state(checkout: Path, changes: bool) -> list[object]:
+    """The commit, and with `changes` every changed or new file (submodules' too) by size and mtime."""
+    if not (checkout / ".git").exists():
+        return []
+    state: list[object] = [run(["git", "rev-parse", "HEAD"], cwd=checkout, capture=True, echo=False,
+                               check=False).stdout.strip()]
+    if changes:
+        status = run(["git", "status", "--porcelain", "-z", "--untracked-files=all"], cwd=checkout, capture=True,
+                     echo=False, check=False).stdout
+        for entry in filter(None, status.split("\0")):
+            path = checkout / entry[3:]
+            st = path.stat() if path.is_file() else None
+            state.append([entry, st.st_size if st else None, st.st_mtime_ns if st else None])
+    return state
+
+
+def nothing_to_do(build: Path, plan: Plan, base_env: Mapping[str, str]) -> bool:
+    """`ninja -n` in the tree finds no work but always-run targets (PyTorch's gen_torch_version, whose
+    inputs, the commit and the PYTORCH_* variables, the stamp holds); False without ninja or a ninja tree."""
+    if not (build / "build.ninja").exists():
+        return False
+    path = str(plan.changes.get("PATH") or base_env.get("PATH", ""))
+    ninja = shutil.which("ninja", path=path)
+    if ninja is None:
+        return False
+    res = run([ninja, "-C", str(build), "-n", "-d", "explain"], capture=True, echo=False, check=False)
+    if res.returncode != 0:
+        return False
+    if "no work to do" in res.stdout:
+        return True
+    explained = [line for line in (res.stdout + "\n" + res.stderr).splitlines() if line.startswith("ninja explain:")]
+    return bool(explained) and all(ALWAYS_RUN.fullmatch(line.strip()) for line in explained)
+
+
+def installed(plan: Plan) -> bool:
+    """The env still points at this checkout (an editable install) and the package's extensions exist."""
+    package = plan.checkout / plan.package
+    if not package.is_dir() or not any(package.glob("*.so")):
+        return False
+    for site in plan.env.prefix.glob("lib/python*/site-packages"):
+        for link in list(site.glob("*.pth")) + list(site.glob("*.egg-link")) + list(site.glob("__editable__*")):
+            try:
+                if str(plan.checkout) in link.read_text(errors="replace"):
+                    return True
+            except (OSError, IsADirectoryError):
+                continue
+    return False
