@@ -64,6 +64,7 @@ def local_index(tmp_path: Path) -> Path:
 def test_requirements_take_the_checkout_and_pin_old_pythons(tmp_path):
     assert "numpy==1.19.5" in requirements(None, "3.6.15") and "dataclasses" in requirements(None, "3.6.15")
     assert "numpy" in requirements(None, "3.12.1") and "dataclasses" not in requirements(None, "3.12.1")
+    assert "packaging" in requirements(None, "3.12.1") and "packaging<22" in requirements(None, "3.6.15")
     (tmp_path / "requirements-build.txt").write_text("# comment\nsetuptools>=70.1\nnumpy\n-r other.txt\n")
     assert requirements(tmp_path, "3.12.1") == ["numpy", "setuptools>=70.1"]
     assert requirements(tmp_path, "3.6.15") == ["dataclasses", "numpy==1.19.5", "setuptools>=70.1"]

@@ -12,13 +12,14 @@ from .. import compat
 from ..config import Config
 from ..digest import digest
 
-KNOWN = ["setuptools", "wheel", "ninja", "cmake", "numpy", "pyyaml", "cffi", "typing_extensions"]
+# Without requirement files: PyTorch's build deps (packaging: tools/generate_torch_version.py imports it).
+KNOWN = ["setuptools", "wheel", "ninja", "cmake", "numpy", "pyyaml", "cffi", "typing_extensions", "packaging"]
 
 # Per-Python pins: the last releases that install and work there (pip's own too).
 PINS: dict[str, dict[str, str]] = {
     "3.6": {"pip": "pip<22", "setuptools": "setuptools<59.7", "numpy": "numpy==1.19.5", "cmake": "cmake<3.28",
             "ninja": "ninja<1.11.1.2", "wheel": "wheel<0.38", "pyyaml": "pyyaml<6.1", "cffi": "cffi<1.16",
-            "typing_extensions": "typing_extensions<4.2"},
+            "typing_extensions": "typing_extensions<4.2", "packaging": "packaging<22"},
     "3.7": {"pip": "pip<24.1", "setuptools": "setuptools<68.1", "numpy": "numpy<1.22", "wheel": "wheel<0.43",
             "typing_extensions": "typing_extensions<4.8"},
     "3.8": {"pip": "pip<25.1", "setuptools": "setuptools<75.4", "numpy": "numpy<1.25"},
