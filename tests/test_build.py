@@ -14,7 +14,7 @@ import pytest
 
 from torchbuild.demo import make_upstream
 
-from .conftest import REPO, git, inv, tmpfs
+from .conftest import REAL_HOME, REPO, git, inv, tmpfs
 
 NVCC = Path("/usr/local/cuda-13.0/bin/nvcc")
 needs_nvcc = pytest.mark.skipif(not NVCC.exists(), reason="no nvcc at /usr/local/cuda-13.0 (CUDA 13.0 toolkit)")
@@ -161,6 +161,37 @@ def test_release_debug_release_imports_the_release_library(shared, tmp_path, mon
     assert packed == file_digest(lib)
     cleaned = inv("clean", "--path", str(demo), check=True)  # the current tree and its files in the checkout
     assert "removed py" in cleaned.stderr and not lib.exists() and not (demo / "minitorch/version.py").exists()
+
+
+@pytest.mark.slow
+def test_switching_python_imports_each_pythons_own_bindings(shared, tmp_path, monkeypatch):
+    """libtorch_python.so has one name for every Python: switching Python moves it with its tree, so each
+    Python's env imports bindings built for it, and the switch back builds nothing."""
+    other = next((v for v in ("3.12", "3.10", "3.13") if v != f"{sys.version_info[0]}.{sys.version_info[1]}"
+                  and list((REAL_HOME / ".pyenv/versions").glob(f"{v}.*/bin/python3"))), None)
+    if other is None:
+        pytest.skip("needs a second pyenv Python (3.12, 3.10 or 3.13)")
+    for key, value in {**shared, "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs")}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("PIP_CACHE_DIR", str(REAL_HOME / ".cache/pip"))
+    monkeypatch.setenv("HOME", str(REAL_HOME))  # pyenv's Pythons are found under the real home
+    demo = tmp_path / "co"
+    inv("clone", "--url", make_upstream(tmp_path / "upstream", units=4).url("pytorch"), "--path", str(demo),
+        check=True)
+    bindings = demo / "minitorch/lib/libtorch_python.so"
+    build(demo, "--cuda", "none")
+    mine = file_digest(bindings)
+    build(demo, "--cuda", "none", "--python", other)
+    theirs = file_digest(bindings)
+    assert theirs != mine and not list((demo / "minitorch").glob("_C.cpython-3%d*.so" % sys.version_info[1]))
+    envs = Path(os.environ["TORCHBUILD_PATHS_ENVS"])
+    code = "import minitorch, sys; print(sys.version_info[:2], minitorch.checksum())"
+    out = subprocess.run([str(envs / f"py{other}" / "bin/python"), "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip().endswith("132875") and other.split(".")[1] in out.split(")")[0]
+    back = build(demo, "--cuda", "none")
+    assert "up to date" in back.stderr and file_digest(bindings) == mine
+    assert run_python("import minitorch; print(minitorch.checksum())", tmp_path) == "132875"
 
 
 def test_every_variable_that_reaches_the_build_takes_effect(demo):

@@ -369,3 +369,25 @@ def test_a_crashed_session_is_recorded_failed_not_left_ok(tmp_path, monkeypatch)
     assert record.result == "failed" and "crashed: NotADirectoryError" in record.reason
     (kept,) = json.loads(summary.read_text())["sessions"]
     assert kept["result"] == "failed" and kept["wheel"] is None
+
+
+@pytest.mark.slow
+def test_matrix_beside_a_build_of_the_same_checkout(demo_project):
+    """`inv matrix` while `inv build` runs on the same checkout: they take turns on build/ (the build lock,
+    the slots), both finish, and the checkout then holds the build's configuration again (its switch back
+    runs nothing and imports its own binaries)."""
+    proj, env, checkout = demo_project
+    build_env = {**os.environ, **env, "TORCHBUILD_PATHS_ENVS": str(proj.parent / "envs")}
+    args = [sys.executable, "-m", "invoke", "--search-root", str(proj), "build", "--cuda", "none"]
+    beside = subprocess.Popen(args, env=build_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    matrix = inv("matrix", root=proj, env=env, timeout=900)
+    _, err = beside.communicate(timeout=900)
+    assert beside.returncode == 0, err
+    assert matrix.returncode == 0, matrix.output
+    assert set(results(proj).values()) == {"ok"}
+    again = inv("build", "--cuda", "none", root=proj, env=build_env, check=True, timeout=600)
+    assert "up to date" in again.stderr  # its tree and files came back as they were
+    python = next((proj.parent / "envs").glob("py3.*/bin/python"))
+    out = subprocess.run([str(python), "-c", "import minitorch; print(minitorch.checksum())"], cwd=proj.parent,
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "1144625"
