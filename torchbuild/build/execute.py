@@ -22,11 +22,10 @@ from .. import console as _console
 from .. import jobserver
 from ..diagnose import Diagnosis, diagnose
 from ..errors import CommandError, TorchbuildError
-from ..locks import STATE
 from ..progress import Tracker
-from ..run import format_command, run
+from ..run import format_command, merged_env, run
 from . import outputs, record
-from .leftovers import BUILD_ID, RUNNING, mark_running, stop_leftovers
+from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
 from .plan import Plan, affects_configure, package_name
 from .request import BuildRequest
 from .split import place_core
@@ -119,8 +118,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         if elsewhere and elsewhere != checkout.resolve():  # a copied or moved checkout: its tree builds the other
             changed.append(f"the tree was configured for {elsewhere}")
             shutil.rmtree(build / "CMakeFiles", ignore_errors=True)
-        fresh = str(plan.inputs.get("CMAKE_FRESH") or base_env.get("CMAKE_FRESH") or "").lower() in TRUE \
-            or str(plan.changes.get("CMAKE_FRESH") or "").lower() in TRUE
+        fresh = merged_env(base_env, plan.changes).get("CMAKE_FRESH", "").lower() in TRUE  # from any source
         if (changed or fresh) and (build / "CMakeCache.txt").exists():
             con.info("CMAKE_FRESH=1: a fresh CMake configure" if fresh and not changed else
                      "configuration changed, reconfiguring: " + "; ".join(changed[:4])
@@ -182,14 +180,14 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                         remedies = _apply_remedies(new, remedies, build, log)
                         plan = with_remedies(plan, remedies)
                         stamp = inputs_stamp(plan)  # the remedy is part of this tree's inputs from now on
-                        write_marker(build, plan.key, plan.configure, None, remedies)
+                        write_marker(build, plan.key, plan.configure, None, remedies, files=files)
                         continue
                     # what the failed build wrote into the checkout is this tree's too (a switch moves it out)
                     write_marker(build, plan.key, plan.configure, None, remedies,
                                  files=outputs.record(checkout, build, before, files))
                     _fail(plan, tracker, found, exc.returncode, probed, time.monotonic() - start, remedies)
         con.clear_progress()
-        (checkout / STATE / RUNNING).unlink(missing_ok=True)
+        finished(checkout)
         made = newest_wheel(plan.dist, wheels_before) if plan.dist else None
         write_marker(build, plan.key, plan.configure, stamp if made or not plan.wheel else None, remedies, made,
                      outputs.record(checkout, build, before, files))
@@ -217,7 +215,7 @@ def newest_wheel(dist: Path, before: set[Path]) -> Path | None:
 def job_slots(plan: Plan) -> Iterator[tuple[Mapping[str, str | None], float]]:
     """The build's environment while it holds its job slots of a shared jobserver (`inv matrix` side by
     side), and the seconds it waited for the first; without a jobserver, the plan's as it is."""
-    if plan.jobserver is None or not plan.jobserver.is_fifo() or plan.shims:  # shims: `cmake --build` takes it
+    if plan.jobserver is None or not plan.jobserver.is_fifo() or plan.shims:  # shims: cmake itself takes it
         yield plan.changes, 0.0
         return
     most = 1 if plan.ninja_joins else int(plan.changes.get("MAX_JOBS") or 1)
@@ -228,7 +226,7 @@ def job_slots(plan: Plan) -> Iterator[tuple[Mapping[str, str | None], float]]:
 
 
 def shim_waits(plan: Plan) -> float:
-    """Seconds this build's `cmake --build` waited for its job token (said when it is worth saying)."""
+    """Seconds this build's cmake waited for its job tokens (said when it is worth saying)."""
     waited = jobserver.waited(plan.changes.get(jobserver.WAITS)) if plan.shims else 0.0
     if waited >= 0.5:
         _console.get().info(f"waited {waited:.1f}s for a job slot of the shared budget")

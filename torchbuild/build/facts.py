@@ -35,7 +35,7 @@ class BuildFacts:
     notes: tuple[str, ...] = ()
     jobserver: Path | None = None  # the fifo of a jobserver in MAKEFLAGS (inv matrix side by side)
     ninja_joins: bool = False  # the build's ninja takes its jobs from that jobserver by itself
-    shims: Path | None = None  # that jobserver's `cmake` shims: only `cmake --build` holds a token
+    shims: Path | None = None  # that jobserver's `cmake` shims: only cmake's configure and build hold a token
     clone_mirrors: Mapping[str, Path] = field(default_factory=dict)  # the build's own clones: url -> cached mirror
 
 

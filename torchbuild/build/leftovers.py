@@ -28,6 +28,11 @@ def mark_running(checkout: Path) -> str:
     return build_id
 
 
+def finished(checkout: Path) -> None:
+    """The build's command is over: nothing of it is left to stop."""
+    (checkout / STATE / RUNNING).unlink(missing_ok=True)
+
+
 def stop_leftovers(checkout: Path) -> int:
     """Stop what a build killed with -9 left running (pip, setup.py, cmake, ninja, compilers keep going
     without it): the processes whose environment carries its recorded id. Run under the build lock, so

@@ -14,8 +14,9 @@ from ..compat import pyproject
 from ..config import Config
 from ..envs import EnvChoice
 from ..errors import TorchbuildError
+from ..git.buildclones import git_config_env
 from ..locks import STATE
-from ..run import format_command
+from ..run import format_command, merged_env
 from ..toolchain import system
 from ..toolchain.cuda import Toolkit
 from .facts import BuildFacts
@@ -57,7 +58,7 @@ class Plan:
     package: str = "torch"
     jobserver: Path | None = None  # take job tokens from this fifo around the build command
     ninja_joins: bool = False  # ninja takes the rest itself; otherwise MAX_JOBS = the tokens taken
-    shims: bool = False  # the jobserver's `cmake` shim takes the token around `cmake --build`, not the build
+    shims: bool = False  # the jobserver's `cmake` shim takes the token around cmake's configure and build
     inputs: Mapping[str, str] = field(default_factory=dict)  # every variable "up to date" compares
 
 
@@ -225,23 +226,18 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
         base = (checkout_version(checkout) or "0.0.0").split("+")[0]
         changes["PYTORCH_BUILD_VERSION"] = f"{base}+{'cu' + toolkit.version.replace('.', '') if toolkit else 'cpu'}"
         changes["PYTORCH_BUILD_NUMBER"] = "1"  # generate_torch_version.py asserts it with the version (> 1: .postN)
-    from ..git.buildclones import git_config_env
-
     # git in the build (NCCL, Eigen, setup.py's own submodule update): through the mirror cache and rules
     changes.update(git_config_env(cfg.mirrors.git, facts.clone_mirrors, base_env))
-    for k, v in {**cfg.build.env, **dict(opts.sets)}.items():
-        changes[k] = v
+    set_here = {**cfg.build.env, **dict(opts.sets)}
+    changes.update(set_here)
     if opts.part != "all":
         changes["BUILD_LIBTORCH_WHL" if opts.part == "core" else "BUILD_PYTHON_ONLY"] = "1"
-    from ..run import merged_env
-
     full = merged_env(base_env, changes)  # the shell's BUILD_*/USE_*/CMAKE_*, CC, CXXFLAGS... count too
     configure = {k: v for k, v in full.items() if affects_configure(k)}
     if opts.part == "core":
         configure.pop("CMAKE_PREFIX_PATH", None)  # each Python's env differs; the core does not
     else:
         configure["python"] = str(env.python)
-    set_here = {**cfg.build.env, **dict(opts.sets)}
     inputs = {**configure, **{k: v for k, v in full.items() if k.startswith(OUTPUT_PREFIXES) or k in set_here}}
     return Plan(checkout, env, toolkit, key, configure, changes, build_command(checkout, env, opts.wheel, dist),
                 log, stats_log, jobs_reason, tuple(notes), opts.wheel, dist if opts.wheel else None, launcher,
