@@ -39,6 +39,17 @@ def demo(tmp_path, shared, monkeypatch):
     return dest
 
 
+@pytest.fixture
+def small_demo(tmp_path, shared, monkeypatch):
+    """A checkout of a 4-unit demo with the shared env and compiler cache (quick to build from nothing)."""
+    for key, value in {**shared, "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs")}.items():
+        monkeypatch.setenv(key, value)
+    dest = tmp_path / "co"
+    inv("clone", "--url", make_upstream(tmp_path / "upstream", units=4).url("pytorch"), "--path", str(dest),
+        check=True)
+    return dest
+
+
 def build(checkout: Path, *args: str, check: bool | None = True, **kw):
     return inv("build", "--path", str(checkout), *args, check=check, timeout=600, **kw)
 
@@ -132,14 +143,10 @@ def test_switching_cuda_imports_each_configurations_own_binaries(demo, tmp_path)
     assert "minitorch/lib/libc10_cuda.so" in zipfile.ZipFile(cu_wheel).namelist()
 
 
-def test_release_debug_release_imports_the_release_library(shared, tmp_path, monkeypatch):
+def test_release_debug_release_imports_the_release_library(small_demo, tmp_path):
     """A second tree (here --debug) configures from nothing, install RPATHs and all, under Ninja; switching
     back to release puts the release libraries back in the checkout, and its wheel holds them."""
-    for key, value in {**shared, "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs")}.items():
-        monkeypatch.setenv(key, value)
-    demo = tmp_path / "co"
-    inv("clone", "--url", make_upstream(tmp_path / "upstream", units=4).url("pytorch"), "--path", str(demo),
-        check=True)
+    demo = small_demo
     lib = demo / "minitorch/lib/libc10.so"
     build(demo, "--cuda", "none")
     release = file_digest(lib)
@@ -164,20 +171,16 @@ def test_release_debug_release_imports_the_release_library(shared, tmp_path, mon
 
 
 @pytest.mark.slow
-def test_switching_python_imports_each_pythons_own_bindings(shared, tmp_path, monkeypatch):
+def test_switching_python_imports_each_pythons_own_bindings(small_demo, tmp_path, monkeypatch):
     """libtorch_python.so has one name for every Python: switching Python moves it with its tree, so each
     Python's env imports bindings built for it, and the switch back builds nothing."""
     other = next((v for v in ("3.12", "3.10", "3.13") if v != f"{sys.version_info[0]}.{sys.version_info[1]}"
                   and list((REAL_HOME / ".pyenv/versions").glob(f"{v}.*/bin/python3"))), None)
     if other is None:
         pytest.skip("needs a second pyenv Python (3.12, 3.10 or 3.13)")
-    for key, value in {**shared, "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs")}.items():
-        monkeypatch.setenv(key, value)
     monkeypatch.setenv("PIP_CACHE_DIR", str(REAL_HOME / ".cache/pip"))
     monkeypatch.setenv("HOME", str(REAL_HOME))  # pyenv's Pythons are found under the real home
-    demo = tmp_path / "co"
-    inv("clone", "--url", make_upstream(tmp_path / "upstream", units=4).url("pytorch"), "--path", str(demo),
-        check=True)
+    demo = small_demo
     bindings = demo / "minitorch/lib/libtorch_python.so"
     build(demo, "--cuda", "none")
     mine = file_digest(bindings)
@@ -268,15 +271,11 @@ def test_the_python_part_needs_the_core_installed(demo):
     assert "inv build --part core --wheel" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_a_corrupt_compiler_cache_costs_hits_not_a_wrong_build(shared, tmp_path, monkeypatch):
+def test_a_corrupt_compiler_cache_costs_hits_not_a_wrong_build(small_demo, tmp_path, monkeypatch):
     """Every entry of the compiler cache overwritten with garbage: the next build from nothing compiles
     (ccache takes a bad entry as a miss) and imports the right result."""
-    for key, value in {**shared, "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs"),
-                       "TORCHBUILD_PATHS_CACHE_DIR": str(tmp_path / "cache")}.items():
-        monkeypatch.setenv(key, value)
-    demo = tmp_path / "co"
-    inv("clone", "--url", make_upstream(tmp_path / "upstream", units=4).url("pytorch"), "--path", str(demo),
-        check=True)
+    monkeypatch.setenv("TORCHBUILD_PATHS_CACHE_DIR", str(tmp_path / "cache"))  # a cache of its own to spoil
+    demo = small_demo
     build(demo, "--cuda", "none")
     entries = [p for p in (tmp_path / "cache" / "ccache").rglob("*") if p.is_file() and p.stat().st_size > 64]
     assert entries
