@@ -1,47 +1,17 @@
-"""Nox sessions: `nox -l`. The build matrix comes from torchbuild.yaml; each session calls torchbuild.
-
-Interpreters come from torchbuild's discovery (pyenv, conda, uv, PATH): a folder of python3.X links
-is put first on PATH, so `nox -s build-3.6` finds a pyenv 3.6 its shims do not expose.
-"""
+"""Nox sessions: `nox -l`. The build matrix (build-3.X(cuda=...)) is torchbuild's own, from
+torchbuild/noxfile.py over this repo's torchbuild.yaml; the rest are the repo's: tests, lint, typecheck,
+bench."""
 
 import os
-import time
 from pathlib import Path
 
 import nox
 
-from torchbuild import config, matrix, run
-
-ROOT = Path(__file__).resolve().parent
-CONFIG = config.load(ROOT, os.environ)
-PYTHONS, CUDAS, PAIRS = matrix.axes(CONFIG)
-os.environ["PATH"] = f"{matrix.expose_interpreters(CONFIG, PYTHONS)}{os.pathsep}{os.environ.get('PATH', '')}"
+os.environ.setdefault("TORCHBUILD_ROOT", str(Path(__file__).resolve().parent))  # matrix.ROOT_ENV
+from torchbuild.noxfile import build  # noqa: E402,F401  (importing registers the build sessions)
 
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True
-
-
-@nox.session(python=PYTHONS, venv_backend=CONFIG.matrix.backend, allow_parallel=True)
-@nox.parametrize("cuda", CUDAS)
-def build(session: nox.Session, cuda: str) -> None:
-    """Build a wheel for this Python x CUDA into dist/<session>/ and import it in a fresh env."""
-    started = time.time()
-    run.install_signal_handlers()  # nox -j stops a session with SIGTERM: stop its build's process tree too
-    if (session.python, cuda) not in PAIRS:
-        session.skip(f"{session.python}:{cuda} is not in the matrix (matrix.exclude)")
-    force = "--force" in session.posargs
-    reason = None if force else matrix.skip_reason(CONFIG, str(session.python), cuda)
-    if reason:
-        matrix.run_session(CONFIG, str(session.python), cuda)  # records the skip in the summary
-        session.skip(reason)
-    venv = Path(session.virtualenv.location)
-    installs, stamp = matrix.installs(CONFIG, str(session.python), venv)
-    for args in installs:
-        session.install(*args)
-    matrix.mark_installed(venv, stamp)
-    record = matrix.run_session(CONFIG, str(session.python), cuda, force, venv, started=started)
-    if record.result == "failed":
-        session.error(record.reason)
 
 
 @nox.session

@@ -16,10 +16,12 @@ LAYERS = [
     {"git"},
     {"patches", "envs", "demo"},
     {"build"},
-    {"summary", "freshness"},
+    {"summary", "freshness", "nightly"},
     {"doctor", "matrix"},
     {"commands"},
     {"cli"},
+    {"tasks", "noxfile"},
+    {"program"},
 ]
 
 

@@ -1,6 +1,7 @@
 """The top-level handler: configure output, load the Config, run a command, map errors to exit codes.
 
-tasks.py and noxfile.py call `main`; nothing heavy is imported until a task runs.
+The tasks (torchbuild/tasks.py, under `inv` in torchbuild's repo or the installed `torchbuild`
+command) call `main`; nothing heavy is imported until a task runs.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from . import console
 from .errors import Interrupted, TorchbuildError
 
 
-def main(root: Path, command: str, flags: Mapping[str, Any] | None = None, verbose: bool = False,
+def main(root: Path | None, command: str, flags: Mapping[str, Any] | None = None, verbose: bool = False,
          **options: Any) -> None:
     """Run torchbuild.commands.<module>.<function>(config, **options) for command "module.function";
     exit non-zero with one clear message on failure."""
@@ -29,7 +30,8 @@ def main(root: Path, command: str, flags: Mapping[str, Any] | None = None, verbo
     try:
         from . import config
 
-        cfg = config.load(root, env, flags)  # it gives the config's secrets to the masker
+        project = config.locate(Path.cwd(), env) if root is None else config.project_at(root, env)
+        cfg = config.load(project.root, env, flags, project.defaults)  # it gives the config's secrets to the masker
         module, _, function = command.partition(".")
         code = getattr(importlib.import_module(f"torchbuild.commands.{module}"), function)(cfg, **options)
     except KeyboardInterrupt:

@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Sequence
 
 from .. import console as _console
@@ -23,6 +24,8 @@ from ..config import Config
 from ..run import run
 from ..toolchain import system
 from . import table
+
+NOXFILE = Path(__file__).resolve().parents[1] / "noxfile.py"  # the build sessions, for any project
 
 # Sessions at once by default, at least: much of a session's time is outside the compiler (nox, pip,
 # configure, packaging, the import check), and the jobserver bounds the compilers whatever the number.
@@ -58,7 +61,7 @@ def matrix(cfg: Config, failed: bool = False, sessions: Sequence[str] = (), forc
             con.info(f"{name} runs again: {', '.join(why[name])}")
     jobs, reason = m.budget(cfg, pairs)
     at_once = max(1, min(len(todo), parallel or cfg.matrix.parallel or max(AT_ONCE, jobs)))
-    argv = [sys.executable, "-m", "nox", "--noxfile", str(cfg.root / "noxfile.py"), "-s", *todo]
+    argv = [sys.executable, "-m", "nox", "--noxfile", str(NOXFILE), "--envdir", str(cfg.root / ".nox"), "-s", *todo]
     argv += ["-j", str(at_once)] if at_once > 1 else []
     argv += ["--", "--force"] if force else []
     con.info(f"{len(todo)} session(s), {at_once} at a time, sharing {jobs} compile jobs: {reason}")
@@ -68,7 +71,8 @@ def matrix(cfg: Config, failed: bool = False, sessions: Sequence[str] = (), forc
     served = jobserver.serve(jobs) if jobserver.fifo_of(outer) is None else contextlib.nullcontext(outer)
     ahead = m.cores_ahead(cfg, [pair for pair in pairs if m.session_name(*pair) in todo])
     with served as makeflags, usage.Watch() as watch:
-        env = {"MAKEFLAGS": makeflags, freshness.STARTED: f"{time.time():.3f}", SLOTS_ENV: str(at_once)}
+        env = {m.ROOT_ENV: str(cfg.root), "MAKEFLAGS": makeflags, freshness.STARTED: f"{time.time():.3f}",
+               SLOTS_ENV: str(at_once)}
         cores = [threading.Thread(target=m.build_core_ahead, args=(cfg, cuda, venv, {**os.environ, **env}))
                  for cuda, venv in ahead.items()]
         for thread in cores:

@@ -144,6 +144,14 @@ class CacheConfig:
 
 
 @dataclass(frozen=True)
+class NightlyConfig:
+    index_url: str = _spec("https://download.pytorch.org/whl/nightly/{variant}", "str",
+                           "index of prebuilt nightly wheels ({variant}: cpu, cu130, ...) for `inv nightly`")
+    package: str | None = _spec(None, "str?", "their project name (default: the checkout's setup.py "
+                                              "TORCH_PACKAGE_NAME default, else torch)")
+
+
+@dataclass(frozen=True)
 class PathsConfig:
     cache_dir: str | None = _spec(None, "str?", "git mirrors, toolkits, compiler cache "
                                   "(default: $XDG_CACHE_HOME/torchbuild)")
@@ -160,6 +168,7 @@ SECTIONS: dict[str, type] = {
     "patches": PatchesConfig,
     "matrix": MatrixConfig,
     "cache": CacheConfig,
+    "nightly": NightlyConfig,
     "paths": PathsConfig,
 }
 
@@ -176,6 +185,7 @@ class Config:
     patches: PatchesConfig
     matrix: MatrixConfig
     cache: CacheConfig
+    nightly: NightlyConfig
     paths: PathsConfig
     origins: Mapping[str, Origin]
     cache_root: Path
@@ -199,13 +209,57 @@ class Config:
         return rows
 
 
-def load(root: Path, env: Mapping[str, str], flags: Mapping[str, Any] | None = None) -> Config:
-    """Build the Config for the project at `root` (flags: dotted key -> value or None). Its secrets (the
-    cache password, every *_TOKEN/*_PASSWORD/... of the environment and build.env) are given to the one
-    masker here, so every writer hides them: the tasks, the nox sessions and what they write."""
+# A checkout used as the project (no torchbuild.yaml around it): torchbuild's own files go under its
+# .torchbuild/, which git is told to ignore (locks.exclude_state), never beside the checkout's files.
+CHECKOUT_DEFAULTS = {"source.path": ".", "paths.logs": ".torchbuild/logs", "paths.envs": ".torchbuild/envs",
+                     "patches.dir": ".torchbuild/patches"}
+
+
+@dataclass(frozen=True)
+class Project:
+    """Where the installed `torchbuild` command found its project, and the defaults that go with it."""
+
+    root: Path
+    defaults: Mapping[str, Any]
+
+
+def locate(start: Path, env: Mapping[str, str]) -> Project:
+    """The project for a command run in `start`: the folder of TORCHBUILD_CONFIG, else the nearest
+    folder holding torchbuild.yaml (this one or a parent), else the git checkout around `start`, else
+    `start` itself."""
+    if env.get("TORCHBUILD_CONFIG"):
+        return project_at(Path(env["TORCHBUILD_CONFIG"]).resolve().parent, env)
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / CONFIG_NAME).is_file():
+            return project_at(folder, env)
+    return project_at(next((f for f in (start, *start.parents) if (f / ".git").exists()), start), env)
+
+
+def project_at(root: Path, env: Mapping[str, str]) -> Project:
+    """The project at `root`: with its torchbuild.yaml (or TORCHBUILD_CONFIG's), as written; without one,
+    a git checkout holding setup.py or pyproject.toml is the source itself (CHECKOUT_DEFAULTS)."""
+    root = root.resolve()
+    if env.get("TORCHBUILD_CONFIG") or (root / CONFIG_NAME).is_file():
+        return Project(root, {})
+    if (root / ".git").exists() and ((root / "setup.py").is_file() or (root / "pyproject.toml").is_file()):
+        return Project(root, CHECKOUT_DEFAULTS)
+    return Project(root, {})
+
+
+def load(root: Path, env: Mapping[str, str], flags: Mapping[str, Any] | None = None,
+         defaults: Mapping[str, Any] | None = None) -> Config:
+    """Build the Config for the project at `root` (flags: dotted key -> value or None; defaults: the
+    project's own, under the file). Its secrets (the cache password, every *_TOKEN/*_PASSWORD/... of the
+    environment and build.env) are given to the one masker here, so every writer hides them: the tasks,
+    the nox sessions and what they write."""
     path = Path(env["TORCHBUILD_CONFIG"]) if env.get("TORCHBUILD_CONFIG") else root / CONFIG_NAME
     values: dict[str, dict[str, Any]] = {s: {} for s in SECTIONS}
     origins: dict[str, Origin] = {}
+    for key, value in (defaults or {}).items():
+        section, name = key.split(".", 1)
+        values[section][name] = coerce(_field(section, name), value, f"default {key}", from_text=False)
+        origins[key] = Origin(OriginKind.DEFAULT, f"default: {root} is a checkout without {CONFIG_NAME}")
     file = None
     if path.exists():
         file = path

@@ -15,7 +15,7 @@ import re
 import shutil
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from .. import console as _console
 from ..config import Config
@@ -34,6 +34,7 @@ from .requirements import (
     pip_bootstrap,
     pip_conf,
     requirements,
+    stamp_of,
 )
 
 __all__ = ["KNOWN", "PINS", "checkout_requirements", "condarc", "expected_stamp", "pip_bootstrap", "pip_conf",
@@ -143,8 +144,9 @@ def backend_exe(backend: str, env: Mapping[str, str]) -> str:
 
 def create(cfg: Config, python: Python, name: str | None = None, backend: str = "venv",
            checkout: Path | None = None, env: Mapping[str, str] | None = None, cuda: str | None = None,
-           dry_run: bool = False) -> Env:
-    """Make (or verify) the env; a second call with the same inputs installs nothing."""
+           dry_run: bool = False, packages: Sequence[str] | None = None) -> Env:
+    """Make (or verify) the env; a second call with the same inputs installs nothing. `packages`: what
+    to install instead of the checkout's build requirements ([]: a bare env, for `inv nightly`)."""
     env = os.environ if env is None else env
     if backend not in BACKENDS:
         raise TorchbuildError(f"unknown backend '{backend}'", f"use one of {', '.join(BACKENDS)}")
@@ -153,9 +155,13 @@ def create(cfg: Config, python: Python, name: str | None = None, backend: str = 
     exe = backend_exe(backend, env)
     name = check_name(name or default_name(python.version, backend))
     prefix = envs_dir(cfg) / name
-    reqs = requirements(checkout, python.version)
-    conda_pkgs = conda_packages(checkout, cuda) if backend in ("conda", "mamba", "micromamba") else []
-    stamp = expected_stamp(cfg, backend, python.version, checkout, cuda)
+    if packages is None:
+        reqs = requirements(checkout, python.version)
+        conda_pkgs = conda_packages(checkout, cuda) if backend in ("conda", "mamba", "micromamba") else []
+        stamp = expected_stamp(cfg, backend, python.version, checkout, cuda)
+    else:
+        reqs, conda_pkgs = list(packages), []
+        stamp = stamp_of(backend, python.version, reqs, cfg)
     if not dry_run:
         system.check_writable(prefix.parent, "env dir", "paths.envs")
     lock = contextlib.nullcontext() if dry_run else \
@@ -247,6 +253,8 @@ UNREACHABLE = re.compile(r"Failed to establish a new connection[^'\"]*|Connectio
 
 
 def _install(argv: list[str], reqs: list[str], version: str, env: Mapping[str, str]) -> None:
+    if not reqs:
+        return
     try:
         run([*argv, *reqs], env=env)
     except CommandError as exc:

@@ -1,0 +1,96 @@
+"""A nightly wheel's compiled outputs into the checkout, and the env made to import the checkout.
+
+What goes in: the wheel's files under the checkout's package folders that the checkout does not
+track (tools/nightly.py's list, generalised: `torch/*.so`, `torch/lib`, `torch/include`, `torch/bin`,
+the `.pyi` files git does not track, `torch/version.py`, the generated test files). Never a file
+the checkout tracks; never a .py file git does not ignore (the wheel's copy of a module the checkout
+has since removed or moved); never over a file of the user's own that git does not ignore.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import zipfile
+from pathlib import Path
+
+from ..errors import TorchbuildError
+from ..run import run
+from .index import compiled_members
+
+PURELIB = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+
+
+def package_folders(checkout: Path, wheel: Path) -> list[str]:
+    """The wheel's top-level folders the checkout has too (torch/, functorch/, ...)."""
+    with zipfile.ZipFile(wheel) as whl:
+        tops = {n.split("/", 1)[0] for n in whl.namelist() if "/" in n}
+    return sorted(t for t in tops if (checkout / t).is_dir() and not t.endswith((".dist-info", ".data")))
+
+
+def _listed(checkout: Path, argv: list[str], names: list[str] | None = None) -> set[str]:
+    result = run(argv, cwd=checkout, capture=True, echo=False, check=False,
+                 input="\0".join(names) if names is not None else None)
+    return {n for n in result.stdout.split("\0") if n}
+
+
+def place(checkout: Path, wheel: Path) -> dict[str, list[int]]:
+    """Put the wheel's compiled outputs into the checkout; the files placed, by size and mtime (the
+    configuration's record, build/outputs.py). All or nothing: a failure takes back what it placed."""
+    folders = package_folders(checkout, wheel)
+    if not folders:
+        raise TorchbuildError(f"{wheel.name} has no package folder the checkout has", "check nightly.package")
+    members = compiled_members(wheel, folders)
+    tracked = _listed(checkout, ["git", "ls-files", "-z", "--", *folders])
+    untracked = [m.filename for m in members if m.filename not in tracked]
+    ignored = _listed(checkout, ["git", "check-ignore", "-z", "--stdin"], untracked) if untracked else set()
+    placed: dict[str, list[int]] = {}
+    try:
+        with zipfile.ZipFile(wheel) as whl:
+            for info in members:
+                name = info.filename
+                dest = checkout / name
+                if name in tracked or dest.is_dir() or (name not in ignored and (name.endswith(".py")
+                                                                                 or dest.exists())):
+                    continue
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                part = dest.with_name(dest.name + ".torchbuild-part")
+                with whl.open(info) as src, open(part, "wb") as out:
+                    shutil.copyfileobj(src, out)
+                mode = (info.external_attr >> 16) & 0o777
+                os.chmod(part, mode or 0o644)
+                os.replace(part, dest)
+                st = dest.stat()
+                placed[name] = [st.st_size, st.st_mtime_ns]
+    except BaseException:
+        for name in placed:
+            with contextlib.suppress(OSError):
+                (checkout / name).unlink()
+        raise
+    return placed
+
+
+def pth_file(python: Path, package: str, checkout: Path) -> Path:
+    """The .pth file that puts the checkout on the env's sys.path (as tools/nightly.py's pytorch-nightly.pth)."""
+    site = run([str(python), "-c", PURELIB], capture=True, echo=False).stdout.strip().splitlines()[-1]
+    return Path(site) / f"torchbuild-nightly-{package}.pth"
+
+
+def write_pth(python: Path, package: str, checkout: Path) -> None:
+    path = pth_file(python, package, checkout)
+    path.write_text(f"# written by torchbuild nightly: {package} imports from this checkout\n{checkout}\n")
+
+
+def import_check(python: Path, package: str, checkout: Path) -> str:
+    """Import the package in the env (outside the checkout); it must come from the checkout."""
+    module = package.replace("-", "_")
+    code = f"import os, {module}; print(os.path.realpath({module}.__file__))"
+    result = run([str(python), "-c", code], cwd=python.parent, capture=True, echo=False, check=False)
+    where = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+    if result.returncode or not where.startswith(str(checkout.resolve()) + os.sep):
+        reason = (result.stderr.strip().splitlines() or ["no output"])[-1] if result.returncode else \
+            f"it imports from {where}"
+        raise TorchbuildError(f"{module} does not import from the checkout in the env of {python}: {reason}",
+                              "run `inv nightly` again; if another copy shadows it, remove that from the env")
+    return where

@@ -1,0 +1,237 @@
+"""torchbuild's tasks, one Invoke namespace for both entry points: `inv` in torchbuild's own repo
+(tasks.py, the project is the repo) and the installed `torchbuild` command (program.py, the project
+is found from the current folder: config.locate). Each task parses its flags and calls torchbuild
+through cli.main; no logic here."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from invoke.collection import Collection
+from invoke.tasks import task
+
+from . import cli
+
+
+def _root(c: Any) -> Path | None:
+    """The project folder the namespace was made for; None: find it from the current folder."""
+    root = c.config.get("torchbuild", {}).get("root")
+    return Path(root) if root else None
+
+@task(help={
+    "url": "repository to clone (default: source.url)",
+    "ref": "branch, tag or commit to check out (default: the pinned commit)",
+    "path": "checkout folder (default: source.path, pytorch/)",
+    "jobs": "submodules fetched at once (default: 4 x cores, at most 16)",
+    "depth": "shallow clone with this much history (turns the mirror cache off)",
+    "shallow-submodules": "clone submodules with depth 1",
+    "no-cache": "do not use or fill the mirror cache",
+    "force-skip": "exit 0 even when submodules holding work were left alone",
+    "dry-run": "print the commands, run nothing",
+    "verbose": "show every git command",
+})
+def clone(c, url=None, ref=None, path=None, jobs=None, depth=None, shallow_submodules=False,
+          no_cache=False, force_skip=False, dry_run=False, verbose=False):
+    """Clone the source with every nested submodule: parallel, resumable, through mirrors."""
+    cli.main(_root(c), "clone.clone", verbose=verbose, dry_run=dry_run, force_skip=force_skip, flags={
+        "source.url": url, "source.ref": ref, "source.path": path, "git.jobs": jobs, "git.depth": depth,
+        "git.shallow_submodules": shallow_submodules or None, "git.cache": False if no_cache else None,
+    })
+
+
+@task(help={
+    "path": "checkout folder (default: source.path)",
+    "jobs": "submodules fetched at once",
+    "no-cache": "do not use or fill the mirror cache",
+    "force-skip": "exit 0 even when submodules holding work were left alone",
+    "dry-run": "print the commands, run nothing",
+    "verbose": "show every git command",
+})
+def sync(c, path=None, jobs=None, no_cache=False, force_skip=False, dry_run=False, verbose=False):
+    """Sync submodule urls and update them to the recorded commits, never clobbering work."""
+    cli.main(_root(c), "clone.sync", verbose=verbose, dry_run=dry_run, force_skip=force_skip, flags={
+        "source.path": path, "git.jobs": jobs, "git.cache": False if no_cache else None,
+    })
+
+
+@task(name="config")
+def show_config(c):
+    """Print the effective configuration and where each value came from."""
+    cli.main(_root(c), "config.show")
+
+
+@task(help={"path": "where to put the demo (default: <cache dir>/demo)", "verbose": "show every command",
+            "legacy": "shape it like PyTorch 1.10 and build it on Python 3.6"})
+def demo(c, path=None, legacy=False, verbose=False):
+    """Run the whole job on the embedded demo project (a small PyTorch-shaped upstream)."""
+    cli.main(_root(c), "demo.demo", verbose=verbose, path=path, legacy=legacy)
+
+
+PATCH_HELP = {"path": "the checkout (default: source.path)", "patches": "folder holding `series` (default: patches/)"}
+DRY_RUN = {"dry-run": "print the commands, run nothing"}
+
+
+@task(name="apply", default=True, help={**PATCH_HELP, **DRY_RUN})
+def patch_apply(c, path=None, patches=None, dry_run=False):
+    """Apply the series not yet applied, as commits on branch torchbuild/patches; all or nothing."""
+    cli.main(_root(c), "patch.apply", path=path, patches_dir=patches, dry_run=dry_run)
+
+
+@task(name="status", help=PATCH_HELP)
+def patch_status(c, path=None, patches=None):
+    """Show each series entry: applied, not applied, or does not apply."""
+    cli.main(_root(c), "patch.status", path=path, patches_dir=patches)
+
+
+@task(name="revert", help={**PATCH_HELP, **DRY_RUN})
+def patch_revert(c, path=None, patches=None, dry_run=False):
+    """Take the applied series back off, leaving no trace; unrelated work is kept."""
+    cli.main(_root(c), "patch.revert", path=path, patches_dir=patches, dry_run=dry_run)
+
+
+@task(name="export", help={**PATCH_HELP, "since": "the commit the local changes start from (default: the base)"})
+def patch_export(c, path=None, patches=None, since=None):
+    """Write the local commits on top of the base as numbered patches; rewrite the series."""
+    cli.main(_root(c), "patch.export", path=path, patches_dir=patches, since=since)
+
+
+@task(name="list", default=True)
+def cuda_list(c):
+    """List every CUDA toolkit on the machine (version, root, nvcc, cuDNN, default)."""
+    cli.main(_root(c), "toolchain.cuda_list")
+
+
+@task(name="env", help={"version": "13.0, 13 (newest 13.x), auto or none"})
+def cuda_env(c, version):
+    """Print export lines selecting a toolkit: eval "$(inv cuda.env 13.0)"."""
+    cli.main(_root(c), "toolchain.cuda_env", version=version)
+
+
+@task(name="install", help={"version": "13.0, or 13 for the newest 13.x", **DRY_RUN})
+def cuda_install(c, version, dry_run=False):
+    """Assemble a CUDA 13.x toolkit from NVIDIA's PyPI wheels into the cache dir (no sudo)."""
+    cli.main(_root(c), "toolchain.cuda_install", version=version, dry_run=dry_run)
+
+
+@task
+def pythons(c):
+    """List every Python interpreter found (PATH, pyenv, conda, uv, /usr/bin)."""
+    cli.main(_root(c), "toolchain.pythons")
+
+
+@task(help={"json": "print JSON instead of the table"})
+def doctor(c, json=False):
+    """Check what the machine has for a build: tools, compilers, CUDA, GPUs, Pythons, disk, memory."""
+    cli.main(_root(c), "toolchain.doctor", as_json=json)
+
+
+@task(iterable=["set"], help={
+    "cuda": "CUDA toolkit: 13.0, 13 (newest 13.x), auto, or none for a CPU build",
+    "python": "3.X (a managed env for it) or a path to an interpreter",
+    "env": "a managed env by name (inv env.list)",
+    "debug": "DEBUG=1 build",
+    "rel-with-deb-info": "REL_WITH_DEB_INFO=1 build",
+    "jobs": "MAX_JOBS (default: from cores and free memory)",
+    "arch": "TORCH_CUDA_ARCH_LIST, e.g. \"8.0;9.0\" (default: local GPUs, else the toolkit's)",
+    "wheel": "build a wheel into dist/ (local version +cu130 / +cpu)",
+    "clean": "start this configuration's tree from scratch",
+    "set": "KEY=VALUE for the build environment (repeatable), e.g. --set USE_DISTRIBUTED=0",
+    "force": "build a combination the compatibility table rejects",
+    "path": "the checkout (default: source.path)",
+    "dist": "folder for --wheel (default: dist/)",
+    "rerun": "run the build command even when everything is up to date",
+    "part": "core or python: one half of the split build (BUILD_LIBTORCH_WHL / BUILD_PYTHON_ONLY)",
+    "record": "print the record of the last build (commit, patches, packages, tools, environment) and exit",
+    **DRY_RUN,
+    "verbose": "stream the build's raw output",
+})
+def build(c, cuda=None, python=None, env=None, debug=False, rel_with_deb_info=False, jobs=None, arch=None,
+          wheel=False, clean=False, set=None, force=False, path=None, dist=None, rerun=False, dry_run=False,
+          verbose=False, record=False, part="all"):
+    """Build the checkout incrementally (develop mode) for one Python x CUDA, with ccache and logs."""
+    cli.main(_root(c), "build.build", verbose=verbose, flags={
+        "build.cuda": cuda, "build.python": python, "build.jobs": jobs, "build.arch": arch, "source.path": path,
+    }, debug=debug, rel_with_deb_info=rel_with_deb_info, wheel=wheel, clean=clean, sets=set or [], env_name=env,
+        force=force, dry_run=dry_run, dist=dist, rerun=rerun, show_record=record, part=part)
+
+
+@task(help={
+    "python": "3.X or a path (default: build.python, else torchbuild's own)",
+    "cuda": "the nightly's flavour: 13.0 (cu130), none (cpu), auto (the newest toolkit here, else cpu)",
+    "version": "this nightly version (default: the newest built from a commit in the checkout's history)",
+    "checkout": "start this new branch at the commit of the newest nightly (needs a clean tree)",
+    "path": "the checkout (default: source.path)",
+})
+def nightly(c, python=None, cuda=None, version=None, checkout=None, path=None):
+    """Python-only development: the prebuilt nightly matching the checkout, into a managed env and its
+    compiled outputs into the checkout (nothing compiled); `inv build` switches away and back."""
+    cli.main(_root(c), "nightly.run_nightly", flags={"build.python": python, "build.cuda": cuda,
+                                                     "source.path": path}, version=version, branch=checkout)
+
+
+@task(name="clean", help={"all": "every stashed configuration too", "path": "the checkout (default: source.path)",
+                          "config": "one configuration, e.g. py3.12-cpu-release"})
+def clean_trees(c, all=False, config=None, path=None):
+    """Remove build trees (never sources); say what and how many bytes."""
+    cli.main(_root(c), "build.clean", flags={"source.path": path}, all_trees=all, config=config)
+
+
+ENV_HELP = {"python": "3.X or a path (default: torchbuild's own Python)", "name": "env name (default: py3.X)",
+            "backend": "venv, uv, conda, mamba or micromamba (default: matrix.backend)"}
+
+
+@task(name="create", default=True, help={**ENV_HELP, **DRY_RUN})
+def env_create(c, python=None, name=None, backend=None, dry_run=False):
+    """Create a managed build env with the checkout's build deps (idempotent)."""
+    cli.main(_root(c), "env.create", flags={"matrix.backend": backend}, python=python, name=name, dry_run=dry_run)
+
+
+@task(name="list")
+def env_list(c):
+    """List managed envs: name, Python, backend, path, deps up to date."""
+    cli.main(_root(c), "env.list_envs")
+
+
+@task(name="remove", help={"yes": "do not ask"})
+def env_remove(c, name, yes=False):
+    """Remove a managed env."""
+    cli.main(_root(c), "env.remove", name=name, yes=yes)
+
+
+@task(name="activate", aliases=["shell"], help={"shell": "bash, zsh, fish or csh (default: $SHELL)"})
+def env_activate(c, name, shell=None):
+    """Print the line that activates a managed env: eval "$(inv env.activate py3.12)"."""
+    cli.main(_root(c), "env.activate", name=name, shell=shell)
+
+
+@task(name="run")
+def env_run(c, name):
+    """Run a command inside a managed env: inv env.run py3.12 -- python -c 'import torch'."""
+    argv = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else []  # invoke's remainder loses quoting
+    cli.main(_root(c), "env.run_in", name=name, argv=argv)
+
+
+@task(name="matrix", help={
+    "failed": "run again only the sessions that failed last time (dist/matrix-summary.json)",
+    "session": "a nox session or prefix, e.g. build-3.12 (repeatable; default: every build session)",
+    "force": "build combinations the compatibility table rejects",
+    "rerun": "run sessions that are up to date too",
+    "parallel": "sessions side by side (default: matrix.parallel, else the job budget, at least 4; 1: one by one)",
+}, iterable=["session"])
+def run_matrix(c, failed=False, session=None, force=False, rerun=False, parallel=None):
+    """Run the nox build matrix side by side under one job budget (one wheel per Python x CUDA) and print
+    the summary; sessions whose inputs are unchanged are not run again."""
+    cli.main(_root(c), "matrix.matrix", failed=failed, sessions=session or [], force=force, rerun=rerun,
+             parallel=int(parallel) if parallel else None)
+
+
+def namespace(root: Path | None) -> Collection:
+    """Every task, for the project at `root` (None: the one around the current folder)."""
+    ns = Collection(clone, sync, show_config, demo, pythons, doctor, build, nightly, clean_trees, run_matrix)
+    ns.add_collection(Collection("env", env_create, env_list, env_remove, env_activate, env_run))
+    ns.add_collection(Collection("cuda", cuda_list, cuda_env, cuda_install))
+    ns.add_collection(Collection("patch", patch_apply, patch_status, patch_revert, patch_export))
+    ns.configure({"torchbuild": {"root": str(root) if root else None}})
+    return ns
