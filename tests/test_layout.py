@@ -17,7 +17,7 @@ LAYERS = [
     {"patches", "envs", "demo"},
     {"build"},
     {"summary", "freshness", "nightly"},
-    {"doctor", "matrix"},
+    {"doctor", "matrix", "ci"},
     {"commands"},
     {"cli"},
     {"tasks", "noxfile"},

@@ -227,11 +227,37 @@ def run_matrix(c, failed=False, session=None, force=False, rerun=False, parallel
              parallel=int(parallel) if parallel else None)
 
 
+@task(name="matrix")
+def ci_matrix(c):
+    """The CI build matrix as JSON: to $GITHUB_OUTPUT (matrix=, count=) on GitHub Actions, else stdout;
+    sessions no hosted runner can provision go to ci.runner, or are left out with the reason."""
+    cli.main(_root(c), "ci.matrix")
+
+
+@task(name="gitlab")
+def ci_gitlab(c):
+    """Print a GitLab CI job over every build session (`parallel: matrix`, ci/run-session.sh)."""
+    cli.main(_root(c), "ci.gitlab")
+
+
+@task(name="provision", help={"session": "the nox session, e.g. \"build-3.12(cuda='13.0')\""})
+def ci_provision(c, session):
+    """Give this runner what the session needs and it lacks: its CUDA toolkit (13.x from PyPI, no sudo)."""
+    cli.main(_root(c), "ci.provision", session=session)
+
+
+@task(name="summary")
+def ci_summary(c):
+    """The matrix summary as Markdown: to $GITHUB_STEP_SUMMARY when set, else stdout."""
+    cli.main(_root(c), "ci.summary")
+
+
 def namespace(root: Path | None) -> Collection:
     """Every task, for the project at `root` (None: the one around the current folder)."""
     ns = Collection(clone, sync, show_config, demo, pythons, doctor, build, nightly, clean_trees, run_matrix)
     ns.add_collection(Collection("env", env_create, env_list, env_remove, env_activate, env_run))
     ns.add_collection(Collection("cuda", cuda_list, cuda_env, cuda_install))
     ns.add_collection(Collection("patch", patch_apply, patch_status, patch_revert, patch_export))
+    ns.add_collection(Collection("ci", ci_matrix, ci_gitlab, ci_provision, ci_summary))
     ns.configure({"torchbuild": {"root": str(root) if root else None}})
     return ns

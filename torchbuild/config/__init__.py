@@ -152,6 +152,12 @@ class NightlyConfig:
 
 
 @dataclass(frozen=True)
+class CiConfig:
+    runner: list[str] = _spec([], "list", "runner labels for the sessions no hosted runner can provision "
+                                          "(e.g. [self-hosted, linux]); empty: they are left out, with the reason")
+
+
+@dataclass(frozen=True)
 class PathsConfig:
     cache_dir: str | None = _spec(None, "str?", "git mirrors, toolkits, compiler cache "
                                   "(default: $XDG_CACHE_HOME/torchbuild)")
@@ -169,6 +175,7 @@ SECTIONS: dict[str, type] = {
     "matrix": MatrixConfig,
     "cache": CacheConfig,
     "nightly": NightlyConfig,
+    "ci": CiConfig,
     "paths": PathsConfig,
 }
 
@@ -186,6 +193,7 @@ class Config:
     matrix: MatrixConfig
     cache: CacheConfig
     nightly: NightlyConfig
+    ci: CiConfig
     paths: PathsConfig
     origins: Mapping[str, Origin]
     cache_root: Path
