@@ -7,7 +7,7 @@ from pathlib import Path
 
 import nox
 
-os.environ.setdefault("TORCHBUILD_ROOT", str(Path(__file__).resolve().parent))  # matrix.ROOT_ENV
+os.environ.setdefault("TORCHBUILD_ROOT", str(Path(__file__).resolve().parent))  # freshness.ROOT_ENV
 from torchbuild.noxfile import build  # noqa: E402,F401  (importing registers the build sessions)
 
 nox.options.sessions = ["tests"]

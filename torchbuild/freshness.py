@@ -17,6 +17,8 @@ from .summary import SessionRecord
 from .toolchain.cuda import candidate_roots
 
 STARTED = "TORCHBUILD_MATRIX_STARTED"  # when `inv matrix` started nox (epoch seconds)
+ROOT_ENV = "TORCHBUILD_ROOT"  # the project, for the build sessions' noxfile (nox runs it from its own folder)
+OWN_VARIABLES = (STARTED, SLOTS_ENV, ROOT_ENV)  # what `inv matrix` tells its sessions: never a build input
 INSTALLED = (".dist-info", ".egg-info", ".egg-link", ".pth")  # an env's packages, by name and version
 
 
@@ -47,7 +49,7 @@ def depends(cfg: Config, python: str, cuda: str, venv: Path | None, source: list
                             for r, _ in candidate_roots(os.environ, cfg.toolchain.cuda_roots, cfg.cache_root)]
     site = sorted(p.name for p in venv.glob("lib/python*/site-packages/*") if p.suffix in INSTALLED) if venv else []
     variables = sorted((k, v) for k, v in os.environ.items()
-                       if affects_configure(k) or k.startswith("TORCHBUILD_") and k not in (STARTED, SLOTS_ENV))
+                       if affects_configure(k) or k.startswith("TORCHBUILD_") and k not in OWN_VARIABLES)
     parts = {"the checkout": source,
              "the settings": [__version__, python, cuda, repr(cfg.build), repr(cfg.cache), repr(cfg.toolchain),
                               cfg.matrix.split, str(cfg.source_path)],

@@ -32,7 +32,6 @@ from .locks import locked
 from .run import run
 from .summary import SUMMARY, SessionRecord, write_summary
 
-ROOT_ENV = "TORCHBUILD_ROOT"  # the project, for the build sessions' noxfile (nox runs it from its own folder)
 CORE = "core"  # in place of a Python in the core's fingerprint
 CORE_STAMP = "core.json"  # the core's wheel and fingerprint, beside the wheel
 INSTALL_STAMP = ".torchbuild-installed"

@@ -14,8 +14,9 @@ from pathlib import Path
 import nox
 
 from torchbuild import config, matrix, run
+from torchbuild.freshness import ROOT_ENV
 
-PROJECT = (config.project_at(Path(os.environ[matrix.ROOT_ENV]), os.environ) if os.environ.get(matrix.ROOT_ENV)
+PROJECT = (config.project_at(Path(os.environ[ROOT_ENV]), os.environ) if os.environ.get(ROOT_ENV)
            else config.locate(Path.cwd(), os.environ))
 CONFIG = config.load(PROJECT.root, os.environ, defaults=PROJECT.defaults)
 PYTHONS, CUDAS, PAIRS = matrix.axes(CONFIG)

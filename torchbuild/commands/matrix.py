@@ -71,7 +71,7 @@ def matrix(cfg: Config, failed: bool = False, sessions: Sequence[str] = (), forc
     served = jobserver.serve(jobs) if jobserver.fifo_of(outer) is None else contextlib.nullcontext(outer)
     ahead = m.cores_ahead(cfg, [pair for pair in pairs if m.session_name(*pair) in todo])
     with served as makeflags, usage.Watch() as watch:
-        env = {m.ROOT_ENV: str(cfg.root), "MAKEFLAGS": makeflags, freshness.STARTED: f"{time.time():.3f}",
+        env = {freshness.ROOT_ENV: str(cfg.root), "MAKEFLAGS": makeflags, freshness.STARTED: f"{time.time():.3f}",
                SLOTS_ENV: str(at_once)}
         cores = [threading.Thread(target=m.build_core_ahead, args=(cfg, cuda, venv, {**os.environ, **env}))
                  for cuda, venv in ahead.items()]
