@@ -242,3 +242,12 @@ def test_inv_build_applies_the_cmake4_remedy_and_keeps_it(tmp_path, monkeypatch)
     assert "known failure" not in again.stderr  # the remedy was kept for this tree
     record = inv("build", "--path", str(co), "--record", check=True).stdout
     assert '"CMAKE_POLICY_VERSION_MINIMUM": "3.5"' in record
+
+
+def test_a_linker_the_compiler_refuses(tmp_path):
+    """-fuse-ld naming a linker the compiler does not know, as an old GCC does for mold."""
+    (tmp_path / "t.cpp").write_text("int main() {}\n")
+    text = output(["c++", "-fuse-ld=nosuchld", "t.cpp", "-o", "t"], tmp_path)
+    assert ids(text) == ["linker-refused"]
+    [found] = diagnose(text)
+    assert "nosuchld" in found.explain  # "linker-refused"

@@ -10,14 +10,15 @@ import os
 import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Mapping
 
 from . import compat
 from .config import Config
+from .errors import TorchbuildError
 from .run import run
-from .toolchain import compilers, cuda, gpu, python, search_path, system
+from .toolchain import compilers, cuda, gpu, linkers, python, search_path, system
 
 OK, WARN, PROBLEM = "ok", "warning", "problem"
 TOOLS = {
@@ -62,6 +63,8 @@ class Facts:
     cpus: int
     disk: dict[str, int]
     min_free_gb: float
+    linkers: list[linkers.Linker] = field(default_factory=list)
+    linker_setting: str = "auto"
 
     @property
     def release(self) -> compat.Release | None:
@@ -87,6 +90,7 @@ def gather(cfg: Config, env: Mapping[str, str]) -> Facts:
         ccs = pool.submit(compilers.discover, env)
         gpus = pool.submit(gpu.detect, env)
         subs = pool.submit(_submodule_state, checkout)
+        lds = pool.submit(linkers.discover, env.get("CXX") or "c++", env, cfg.cache_root / "linkers.json")
         return Facts(
             tools={k: f.result() for k, f in tools.items()},
             pythons=pythons.result(),
@@ -100,6 +104,8 @@ def gather(cfg: Config, env: Mapping[str, str]) -> Facts:
             cpus=os.cpu_count() or 1,
             disk={str(checkout): system.free_disk(checkout), str(cfg.cache_root): system.free_disk(cfg.cache_root)},
             min_free_gb=cfg.build.min_free_gb,
+            linkers=lds.result(),
+            linker_setting=cfg.build.linker,
         )
 
 
@@ -117,8 +123,8 @@ def _submodule_state(checkout: Path) -> Submodules | None:
 
 def rows(facts: Facts) -> list[Row]:
     """The doctor's table from gathered facts. Pure."""
-    return (tool_rows(facts) + compiler_rows(facts) + cuda_rows(facts) + gpu_rows(facts) + python_rows(facts)
-            + machine_rows(facts) + checkout_rows(facts))
+    return (tool_rows(facts) + compiler_rows(facts) + linker_rows(facts) + cuda_rows(facts) + gpu_rows(facts)
+            + python_rows(facts) + machine_rows(facts) + checkout_rows(facts))
 
 
 def tool_rows(facts: Facts) -> list[Row]:
@@ -145,6 +151,26 @@ def compiler_rows(facts: Facts) -> list[Row]:
         low = release is not None and c.kind == "gcc" and compat.vkey(c.version)[:2] < compat.vkey(release.gcc)[:2]
         out.append(Row(f"{c.kind} {c.cxx.name}", WARN if low else OK, f"{c.version} ({c.cxx})",
                        f"PyTorch {release.version} needs gcc >= {release.gcc}" if low and release else ""))
+    return out
+
+
+def linker_rows(facts: Facts) -> list[Row]:
+    """Each linker here, whether the compiler takes it, and which one a build would use."""
+    try:
+        chosen = linkers.choose(facts.linker_setting, facts.linkers)
+        problem = ""
+    except TorchbuildError as exc:
+        chosen, problem = None, f"{exc.message} ({exc.hint})"
+    out = [Row(f"linker {ln.name}", OK if ln.accepted else WARN,
+               f"{ln.version} ({ln.path})" + (" <- builds link with it" if chosen == ln else "")
+               + ("" if ln.accepted else f"; the compiler refuses it: {ln.problem}"))
+           for ln in facts.linkers]
+    missing = [n for n in linkers.AUTO if n not in {ln.name for ln in facts.linkers}]
+    if missing:
+        out.append(Row("linker", WARN if chosen is None else OK, f"{' and '.join(missing)} not installed",
+                       f"apt-get install {' '.join(linkers.PACKAGE[n] for n in missing)} (faster relinks)"))
+    if problem:
+        out.append(Row("linker", PROBLEM, problem))
     return out
 
 

@@ -16,8 +16,9 @@ from .. import console as _console
 from ..config import Config
 from ..envs import EnvChoice
 from ..errors import TorchbuildError
-from ..toolchain import compilers, cuda, gpu, search_path, system
+from ..toolchain import compilers, cuda, gpu, linkers, search_path, system
 from ..toolchain.cuda import Toolkit
+from ..toolchain.linkers import Linker
 from .request import BuildRequest, drives_cmake
 
 DISTCC_HOST = re.compile(r"[A-Za-z0-9_.-]+(:\d+)?(/\d+)?")
@@ -37,6 +38,8 @@ class BuildFacts:
     ninja_joins: bool = False  # the build's ninja takes its jobs from that jobserver by itself
     shims: Path | None = None  # that jobserver's `cmake` shims: only cmake's configure and build hold a token
     clone_mirrors: Mapping[str, Path] = field(default_factory=dict)  # the build's own clones: url -> cached mirror
+    linker: Linker | None = None  # build.linker's choice (None: the toolchain's default)
+    cmake_version: str | None = None  # the build's cmake (CMAKE_LINKER_TYPE needs 3.29)
 
 
 def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildFacts:
@@ -80,9 +83,12 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
     # The shim stands in for `cmake`; PyTorch's setup.py takes a newer `cmake3` instead where there is one.
     shims = jobserver.shims_of(fifo) if fifo is not None and joins and drives_cmake(checkout) \
         and shutil.which("cmake3", path=path) is None else None
+    found = linkers.discover(env.get("CXX") or "c++", env, cfg.cache_root / "linkers.json")
+    linker = linkers.choose(cfg.build.linker, found)
     return BuildFacts(choice, toolkit, host_cxx, gpus.arch_list if gpus else None,
                       find_launcher(cfg, choice.prefix, env), find_distcc(cfg, env), remote_url(cfg, env),
-                      tuple(notes), fifo, joins, shims, git.buildclones.cached(git.tools(cfg)[1], checkout))
+                      tuple(notes), fifo, joins, shims, git.buildclones.cached(git.tools(cfg)[1], checkout),
+                      linker, linkers.cmake_version(choice.prefix, env) if linker else None)
 
 
 def ninja_version(prefix: Path, env: Mapping[str, str]) -> str | None:

@@ -219,6 +219,12 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
         changes.update({"SCCACHE_DIR": str(cfg.cache_root / "sccache"), "SCCACHE_BASEDIRS": str(checkout)})
         if remote:
             changes["SCCACHE_REDIS_ENDPOINT" if remote.startswith("redis") else "SCCACHE_WEBDAV_ENDPOINT"] = remote
+    if facts.linker:
+        from ..toolchain.linkers import build_changes
+
+        changes.update(build_changes(facts.linker, facts.cmake_version, base_env))
+        how = "CMAKE_LINKER_TYPE" if "CMAKE_LINKER_TYPE" in changes else f"-fuse-ld={facts.linker.name}"
+        notes.append(f"linker: {facts.linker.name} {facts.linker.version} (build.linker {cfg.build.linker}; {how})")
     dist = opts.dist or cfg.root / "dist"
     if opts.wheel:
         from ..compat import checkout_version

@@ -112,6 +112,9 @@ class BuildConfig:
                              choices=("none", "distcc"))
     hosts: list[str] = _spec([], "list", "distcc hosts: HOST[:PORT][/SLOTS], e.g. [\"10.0.0.2/8\"]")
     env: dict[str, str] = _spec({}, "dict", "extra build environment (KEY: value)")
+    linker: str = _spec("auto", "choice", "linker: auto (mold, else lld, where the compiler accepts it; else the "
+                                          "toolchain's default), bfd, gold, lld or mold",
+                        choices=("auto", "bfd", "gold", "lld", "mold"))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,67 @@
+"""build.linker: mold or lld where the compiler takes them, announced, part of the configure key, and the
+libraries really linked by it (the linker's own note in their .comment section)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from torchbuild.errors import TorchbuildError
+from torchbuild.toolchain import linkers
+from torchbuild.toolchain.linkers import Linker
+
+from .test_build import build, shared, small_demo  # noqa: F401  (fixtures)
+
+needs_mold = pytest.mark.skipif(shutil.which("mold") is None, reason="mold is not installed (apt-get install mold)")
+
+
+def linked_by(library: Path) -> str:
+    """What the library's .comment says about its linker: mold and lld sign it, GNU ld does not."""
+    comment = subprocess.run(["readelf", "-p", ".comment", str(library)], capture_output=True, text=True).stdout
+    return "mold" if "mold" in comment else "lld" if "LLD" in comment else "bfd"
+
+
+def test_cmake_linker_type_from_329_else_fuse_ld_flags():
+    mold = Linker("mold", Path("/usr/bin/mold"), "2.3", True)
+    new = linkers.build_changes(mold, "3.29.0", {})
+    assert new == {"LDFLAGS": "-fuse-ld=mold", "CMAKE_LINKER_TYPE": "MOLD"}
+    old = linkers.build_changes(mold, "3.25.1", {"CMAKE_SHARED_LINKER_FLAGS": "-Wl,--as-needed"})
+    assert old["CMAKE_SHARED_LINKER_FLAGS"] == "-Wl,--as-needed -fuse-ld=mold" and "CMAKE_LINKER_TYPE" not in old
+    assert linkers.choose("auto", [Linker("gold", Path("g"), "2", True)]) is None  # the toolchain's default
+
+
+@needs_mold
+@pytest.mark.slow
+def test_auto_links_with_mold_and_bfd_switches_back(small_demo, monkeypatch):  # noqa: F811
+    done = build(small_demo, "--cuda", "none")
+    assert "linker: mold" in done.output
+    lib, ext = small_demo / "minitorch" / "lib" / "libtorch.so", next((small_demo / "minitorch").glob("_C*.so"))
+    assert linked_by(lib) == "mold" and linked_by(ext) == "mold"  # CMake's libraries and build_ext's _C
+    monkeypatch.setenv("TORCHBUILD_BUILD_LINKER", "bfd")
+    again = build(small_demo, "--cuda", "none")
+    assert "reconfiguring" in again.output and "linker: bfd" in again.output
+    assert linked_by(lib) == "bfd" and linked_by(ext) == "bfd"
+    import_check = subprocess.run([str(Path(shared_envs(small_demo)) / "bin" / "python"), "-c",
+                                   "import minitorch; print(minitorch.checksum())"], capture_output=True, text=True,
+                                  cwd=small_demo.parent)
+    assert import_check.stdout.strip() == "132875", import_check.stderr
+
+
+def shared_envs(checkout: Path) -> str:
+    import os
+    import sys
+
+    return os.path.join(os.environ["TORCHBUILD_PATHS_ENVS"], f"py{sys.version_info[0]}.{sys.version_info[1]}")
+
+
+def test_a_named_linker_missing_or_refused_is_one_error():
+    refused = linkers.try_link("c++", "nosuchld", {"PATH": "/usr/bin:/bin"})  # a real refusal by the compiler
+    assert refused["accepted"] is False and "nosuchld" in str(refused["problem"])
+    bfd = Linker("bfd", Path("/usr/bin/ld.bfd"), "2.40", True)
+    with pytest.raises(TorchbuildError, match="ld.lld is not installed"):
+        linkers.choose("lld", [bfd])
+    with pytest.raises(TorchbuildError, match="refuses -fuse-ld=mold"):
+        linkers.choose("mold", [Linker("mold", Path("/usr/bin/mold"), "1.10", False, str(refused["problem"])), bfd])

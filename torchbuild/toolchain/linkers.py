@@ -1,0 +1,134 @@
+"""Linkers: which of mold, lld, gold and GNU ld (bfd) are here, which the C++ compiler accepts
+(`-fuse-ld=NAME`, tried once on a tiny program and remembered), and the one a build uses.
+
+A PyTorch edit-compile loop is one compile plus relinking libtorch_cpu.so (thousands of objects),
+where GNU ld takes tens of seconds and mold a fraction of that. PyTorch documents
+`CMAKE_LINKER_TYPE=MOLD` (CMake >= 3.29); older CMake gets `-fuse-ld=` in its linker flags.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from ..errors import TorchbuildError
+from ..run import run
+
+FASTEST_FIRST = ("mold", "lld", "gold", "bfd")
+AUTO = ("mold", "lld")  # auto takes these; gold is not faster enough to change the toolchain's default for
+PROGRAM = {"mold": "mold", "lld": "ld.lld", "gold": "ld.gold", "bfd": "ld.bfd"}
+PACKAGE = {"mold": "mold", "lld": "lld", "gold": "binutils", "bfd": "binutils"}
+CMAKE_TYPE = {"mold": "MOLD", "lld": "LLD", "gold": "GOLD", "bfd": "BFD"}
+LINKER_FLAGS = ("CMAKE_SHARED_LINKER_FLAGS", "CMAKE_MODULE_LINKER_FLAGS", "CMAKE_EXE_LINKER_FLAGS")
+
+
+@dataclass(frozen=True)
+class Linker:
+    name: str  # mold, lld, gold or bfd
+    path: Path
+    version: str
+    accepted: bool  # the C++ compiler links with it (-fuse-ld=NAME)
+    problem: str = ""
+
+
+def _ident(path: Path | str) -> list[object]:
+    try:
+        st = Path(path).stat()
+        return [str(path), st.st_size, st.st_mtime_ns]
+    except OSError:
+        return [str(path), None, None]
+
+
+def discover(cxx: str, env: Mapping[str, str], cache: Path | None = None) -> list[Linker]:
+    """The linkers on PATH, fastest first, each with whether `cxx` accepts it (remembered in `cache`,
+    by the compiler's and the linker's size and mtime, so a build does not try them every time)."""
+    known: dict[str, dict[str, object]] = {}
+    if cache and cache.is_file():
+        try:
+            known = json.loads(cache.read_text())
+        except ValueError:
+            known = {}
+    found, changed = [], False
+    compiler = shutil.which(cxx, path=env.get("PATH")) or cxx
+    for name in FASTEST_FIRST:
+        program = shutil.which(PROGRAM[name], path=env.get("PATH"))
+        if not program:
+            continue
+        key = json.dumps([name, _ident(program), _ident(compiler)])
+        if key not in known:
+            known[key] = {"version": version_of(program), **try_link(compiler, name, env)}
+            changed = True
+        entry = known[key]
+        found.append(Linker(name, Path(program), str(entry["version"]), bool(entry["accepted"]),
+                            str(entry.get("problem", ""))))
+    if cache and changed:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(known, indent=1))
+    return found
+
+
+def version_of(program: str) -> str:
+    out = run([program, "--version"], capture=True, echo=False, check=False).stdout
+    m = re.search(r"(\d+\.\d+(?:\.\d+)?)", out.splitlines()[0] if out else "")
+    return m.group(1) if m else "?"
+
+
+def try_link(compiler: str, name: str, env: Mapping[str, str]) -> dict[str, object]:
+    """Whether `compiler -fuse-ld=NAME` links a shared library (and why not)."""
+    with tempfile.TemporaryDirectory(prefix="tb-ld-") as tmp:
+        src = Path(tmp) / "t.cpp"
+        src.write_text("int torchbuild_probe() { return 0; }\n")
+        res = run([compiler, f"-fuse-ld={name}", "-shared", "-fPIC", str(src), "-o", str(Path(tmp) / "t.so")],
+                  capture=True, echo=False, check=False, base_env=dict(env))
+    if res.returncode == 0:
+        return {"accepted": True}
+    lines = (res.stderr or res.stdout).strip().splitlines()
+    return {"accepted": False, "problem": lines[0][:200] if lines else f"exit {res.returncode}"}
+
+
+def choose(setting: str, linkers: list[Linker]) -> Linker | None:
+    """The linker for `build.linker`: auto takes the fastest of mold and lld the compiler accepts (None:
+    the toolchain's default); a named one must be here and accepted."""
+    if setting == "auto":
+        return next((ln for ln in linkers if ln.name in AUTO and ln.accepted), None)
+    pick = next((ln for ln in linkers if ln.name == setting), None)
+    if pick is None:
+        raise TorchbuildError(f"build.linker is {setting}, and {PROGRAM[setting]} is not installed",
+                              f"apt-get install {PACKAGE[setting]}, or set build.linker: auto")
+    if not pick.accepted:
+        raise TorchbuildError(f"the C++ compiler refuses -fuse-ld={setting}: {pick.problem}",
+                              "use a newer compiler (GCC >= 12.1 knows mold), or set build.linker: auto")
+    return pick
+
+
+def build_changes(linker: Linker, cmake_version: str | None, base: Mapping[str, str]) -> dict[str, str]:
+    """What a build gets to link with `linker`: CMAKE_LINKER_TYPE on CMake >= 3.29, else -fuse-ld in
+    CMake's linker flags (setup.py passes CMAKE_* to CMake as -D); LDFLAGS for setuptools' build_ext."""
+    flag = f"-fuse-ld={linker.name}"
+
+    def plus(var: str) -> str:
+        old = base.get(var, "")
+        return old if flag in old.split() else f"{old} {flag}".strip()
+
+    changes = {"LDFLAGS": plus("LDFLAGS")}
+    if cmake_version and tuple(int(x) for x in re.findall(r"\d+", cmake_version)[:2]) >= (3, 29):
+        changes["CMAKE_LINKER_TYPE"] = CMAKE_TYPE[linker.name]
+    else:
+        changes.update({var: plus(var) for var in LINKER_FLAGS})
+    return changes
+
+
+def cmake_version(prefix: Path, env: Mapping[str, str]) -> str | None:
+    """The version of the cmake a build in this env runs (the env's own first)."""
+    cmake = shutil.which("cmake", path=str(prefix / "bin") + os.pathsep + env.get("PATH", ""))
+    if not cmake:
+        return None
+    out = run([cmake, "--version"], capture=True, echo=False, check=False).stdout
+    m = re.search(r"version (\d+\.\d+(?:\.\d+)?)", out)
+    return m.group(1) if m else None
