@@ -63,10 +63,11 @@ def show_config(c):
 
 
 @task(help={"path": "where to put the demo (default: <cache dir>/demo)", "verbose": "show every command",
-            "legacy": "shape it like PyTorch 1.10 and build it on Python 3.6"})
-def demo(c, path=None, legacy=False, verbose=False):
+            "legacy": "shape it like PyTorch 1.10 and build it on Python 3.6",
+            "units": "translation units in its core library (default 24; e.g. 2000 to measure relinks at scale)"})
+def demo(c, path=None, legacy=False, verbose=False, units=None):
     """Run the whole job on the embedded demo project (a small PyTorch-shaped upstream)."""
-    cli.main(_root(c), "demo.demo", verbose=verbose, path=path, legacy=legacy)
+    cli.main(_root(c), "demo.demo", verbose=verbose, path=path, legacy=legacy, units=int(units) if units else None)
 
 
 PATCH_HELP = {"path": "the checkout (default: source.path)", "patches": "folder holding `series` (default: patches/)"}
