@@ -3,6 +3,7 @@ folders that are not torchbuild's: a checkout with no torchbuild.yaml, and a pro
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -77,6 +78,8 @@ def test_torchbuild_matrix_runs_the_packaged_sessions_for_a_project_with_config(
     session = f"build-{MINOR}(cuda='none')"
     assert session in out and "ok" in out, out
     assert list((project / "dist" / session).glob("minitorch-*.whl")), out
+    (kept,) = json.loads((project / "dist" / "matrix-summary.json").read_text())["sessions"]
+    assert kept["profile"].endswith(".profile.html") and Path(kept["profile"]).is_file()  # the session's timeline
     assert (project / ".nox").is_dir() and not (Path(installed).parent.parent / ".nox").exists()
     again = torchbuild(installed, "matrix", cwd=project)
     assert "up to date" in again

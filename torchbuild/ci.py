@@ -116,9 +116,9 @@ def gitlab_snippet(jobs: list[Job], image: str = "python") -> str:
 
 def summary_markdown(records: list[SessionRecord]) -> str:
     """The matrix summary as a Markdown table (for $GITHUB_STEP_SUMMARY)."""
-    lines = ["| session | python | cuda | result | time | wheel / reason |", "|---|---|---|---|---|---|"]
+    lines = ["| session | python | cuda | result | time | wheel / reason | profile |", "|---|---|---|---|---|---|---|"]
     for r in records:
         what = (r.wheel or "").rsplit("/", 1)[-1] or r.reason or ""
         lines.append(f"| `{r.session}` | {r.python} | {r.cuda} | {r.result} | {r.seconds:.1f}s | "
-                     f"{what.replace('|', '/')} |")
+                     f"{what.replace('|', '/')} | {r.profile.rsplit('/', 1)[-1] or '-'} |")
     return "\n".join(lines) + "\n"

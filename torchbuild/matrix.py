@@ -116,7 +116,8 @@ def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: 
                 waits[what] = waits.get(what, 0.0) + seconds
             record = dataclasses.replace(record, hits=result.hits, misses=result.misses, hit_rate=result.hit_rate,
                                          wheel=str(result.wheel) if result.wheel else None,
-                                         path="split" if split else "one build")
+                                         path="split" if split else "one build",
+                                         profile=str((result.profile or {}).get("html") or ""))
             if result.wheel is None:
                 raise TorchbuildError(f"the build left no wheel in {dist}", "look at the build log")
             smoke_import(Path(str(result.python)), result.wheel, result.package, [core] if core else [],

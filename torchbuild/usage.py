@@ -21,6 +21,7 @@ class Peak:
     compilers: int = 0  # the most compiler processes running at one time
     rss: int = 0  # bytes: the most resident memory of the whole tree at one time
     compilers_rss: int = 0  # bytes: the most resident memory of its compilers at one time
+    per_compiler: int = 0  # bytes: the most resident memory per compiler at one time (a job's peak)
 
 
 def processes() -> dict[int, tuple[int, str, int]]:
@@ -74,6 +75,8 @@ class Watch:
             self.peak.compilers = max(self.peak.compilers, compilers)
             self.peak.rss = max(self.peak.rss, rss)
             self.peak.compilers_rss = max(self.peak.compilers_rss, compilers_rss)
+            if compilers:
+                self.peak.per_compiler = max(self.peak.per_compiler, compilers_rss // compilers)
 
     def __enter__(self) -> Watch:
         self._thread.start()

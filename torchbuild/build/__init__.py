@@ -61,6 +61,11 @@ def report(outcome: Outcome) -> None:
     if result.remote_hits:
         rate += f", {result.remote_hits} from the remote cache"
     con.ok(f"{plan.key} built in {result.seconds:.1f}s: {result.compiles} compile step(s){rate}")
+    if result.profile:
+        from .profile import table
+
+        for line in table(result.profile):
+            con.info(line)
     if result.wheel:
         con.ok(f"wheel: {result.wheel}")
     else:

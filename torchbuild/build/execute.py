@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import IO, Callable, Iterator, Mapping
 
 from .. import console as _console
-from .. import jobserver
+from .. import jobserver, usage
 from ..diagnose import Diagnosis, diagnose
 from ..errors import CommandError, TorchbuildError
 from ..progress import Tracker
 from ..run import format_command, merged_env, run
-from . import outputs, record
+from . import outputs, profile, record
 from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
 from .plan import Plan, affects_configure, package_name
 from .request import BuildRequest
@@ -59,6 +59,7 @@ class BuildResult:
     up_to_date: bool = False
     waited_for_jobs: float = 0.0  # seconds waiting for a job slot of `inv matrix`'s shared budget
     waited_for_checkout: float = 0.0  # seconds waiting for another build in the same checkout
+    profile: dict[str, object] | None = None  # where the time went (profile.py)
 
     @property
     def hit_rate(self) -> float | None:
@@ -96,6 +97,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
     con = _console.get()
     checkout = plan.checkout
     start = time.monotonic()
+    timeline = profile.Timeline()
     result = BuildResult(plan.key, 0.0, log=plan.log, python=plan.env.python, package=plan.package)
     asked = time.monotonic()
     with build_lock(checkout):  # setup.py builds in the checkout's build/: one build at a time
@@ -155,11 +157,14 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
             run([sccache, "--stop-server"], env=plan.changes, base_env=base_env, capture=True, echo=False,
                 check=False)
         tracker = Tracker()
+        ninja_log = build / ".ninja_log"
+        offset = ninja_log.stat().st_size if ninja_log.exists() else 0
         probed = record.start(plan, base_env)
         jobs = f"MAX_JOBS={plan.changes['MAX_JOBS']}" if plan.changes.get("MAX_JOBS") else "the jobserver's jobs"
         con.info(f"building {plan.key} with {jobs}; log: {plan.log}")
         running = mark_running(checkout)
-        with open(plan.log, "w", buffering=1) as log:  # line-buffered: `tail -f` works
+        command_start = time.time()
+        with open(plan.log, "w", buffering=1) as log, usage.Watch(interval=0.5) as watch:  # line-buffered
             for attempt in (1, 2):
                 log.write(format_command(list(plan.command), base_env, plan.changes, checkout) + "\n")
                 try:
@@ -167,7 +172,8 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                         with job_slots(plan) as (changes, waited):
                             result.waited_for_jobs += waited
                             run(list(plan.command), cwd=checkout, env={**changes, BUILD_ID: running},
-                                base_env=base_env, echo=opts.verbose, on_line=_show(tracker, opts.verbose, log),
+                                base_env=base_env, echo=opts.verbose,
+                                on_line=_show(tracker, opts.verbose, log, timeline),
                                 log=log)
                     finally:
                         result.waited_for_jobs += shim_waits(plan)
@@ -187,20 +193,25 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                                  files=outputs.record(checkout, build, before, files))
                     _fail(plan, tracker, found, exc.returncode, probed, time.monotonic() - start, remedies)
         con.clear_progress()
+        command_end = time.time()
         finished(checkout)
         made = newest_wheel(plan.dist, wheels_before) if plan.dist else None
         write_marker(build, plan.key, plan.configure, stamp if made or not plan.wheel else None, remedies, made,
                      outputs.record(checkout, build, before, files))
-        record.write(probed, plan, time.monotonic() - start, "ok", 0, remedies)
+        if plan.stats_log.exists():
+            result.hits, result.misses, result.remote_hits = parse_stats_log(plan.stats_log.read_text())
+        elif sccache:
+            stats = run([sccache, "--stop-server"], env=plan.changes, base_env=base_env, capture=True, echo=False,
+                        check=False).stdout
+            result.hits, result.misses = parse_sccache_stats(stats)
+        steps = profile.ninja_steps(ninja_log, offset)
+        spans = profile.phases(timeline, command_start, command_end, time.time())
+        result.profile = profile.write(plan.log, steps, spans, profile.summarise(
+            steps, spans, result.hits, result.misses, watch.peak.per_compiler), f"{plan.key} {plan.log.stem}")
+        record.write(probed, plan, time.monotonic() - start, "ok", 0, remedies, result.profile)
     result.seconds = time.monotonic() - start
     result.compiles = tracker.compiles
     result.package = package_name(checkout, plan.env.prefix)  # the build installed the project: ask the env
-    if plan.stats_log.exists():
-        result.hits, result.misses, result.remote_hits = parse_stats_log(plan.stats_log.read_text())
-    elif sccache:
-        stats = run([sccache, "--stop-server"], env=plan.changes, base_env=base_env, capture=True, echo=False,
-                    check=False).stdout
-        result.hits, result.misses = parse_sccache_stats(stats)
     result.wheel = made
     return result
 
@@ -289,10 +300,11 @@ def _log_tail(log: Path, size: int = 4 * 1024 * 1024) -> str:
         return fh.read().decode(errors="replace")
 
 
-def _show(tracker: Tracker, verbose: bool, log: IO[str]) -> Callable[[str], None]:
+def _show(tracker: Tracker, verbose: bool, log: IO[str], timeline: profile.Timeline) -> Callable[[str], None]:
     con = _console.get()
 
     def on_line(line: str) -> None:
+        timeline.feed(line)
         text = tracker.feed(line)
         if verbose:
             con.result(line)

@@ -15,10 +15,12 @@ from ..errors import TorchbuildError
 def build(cfg: Config, debug: bool = False, rel_with_deb_info: bool = False, wheel: bool = False,
           clean: bool = False, sets: Sequence[str] = (), env_name: str | None = None, force: bool = False,
           dry_run: bool = False, verbose: bool = False, dist: str | None = None, rerun: bool = False,
-          show_record: bool = False, part: str = "all") -> int:
+          show_record: bool = False, part: str = "all", show_profile: bool = False) -> int:
     """Build the checkout for the selected Python and CUDA; incremental, one tree per configuration."""
     if show_record:
         return print_record(cfg)
+    if show_profile:
+        return print_profile(cfg)
     request = b.BuildRequest.resolve(cfg, debug=debug, rel_with_deb_info=rel_with_deb_info, sets=sets,
                                      env_name=env_name, wheel=wheel, clean=clean, force=force, dry_run=dry_run,
                                      verbose=verbose, dist=dist, rerun=rerun, part=part)
@@ -33,6 +35,23 @@ def print_record(cfg: Config) -> int:
         raise TorchbuildError(f"no build record in {cfg.root / cfg.paths.logs}", "run `inv build` first")
     _console.get().info(f"record: {newest}")
     _console.get().result(newest.read_text().rstrip())
+    return 0
+
+
+def print_profile(cfg: Config) -> int:
+    """Print where the newest build's time went, and where its timeline and trace are."""
+    import json
+
+    from ..build.profile import table
+
+    newest = record.latest(cfg.root / cfg.paths.logs)
+    kept = json.loads(newest.read_text()).get("profile") if newest else None
+    if not kept:
+        raise TorchbuildError(f"no build profile in {cfg.root / cfg.paths.logs}",
+                              "run `inv build` (a build that runs its command writes one)")
+    _console.get().info(f"profile of {newest}")
+    for line in table(kept):
+        _console.get().result(line)
     return 0
 
 
