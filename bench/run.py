@@ -493,6 +493,80 @@ class Bench:
                           f"inv clone + inv build from nothing ({units} units, empty compiler cache)")
 
 
+    # ------------------------------------------------------------------ 10. the edit-compile loop at scale
+    def loop(self) -> None:
+        """`inv demo --units N`'s core, one checkout per linker sharing one compiler cache: (a) one .cpp of the
+        core, (b) the header every unit includes, (c) one line of the bindings, each until importable again,
+        with GNU ld and with the linker torchbuild picks, against `pip install -e . --no-build-isolation` by
+        hand; and the physical limit of (a): the unit's compile and the library's link, run alone."""
+        units = 200 if self.quick else 1000
+        up = make_upstream(self.work / "loop-up", units=units)
+        env = {**self.env, "TORCHBUILD_PATHS_CACHE_DIR": str(self.work / "loop-cache")}
+        minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        python = self.work / "envs" / f"py{minor}" / "bin" / "python"
+        trees = {}
+        for linker in ("bfd", "auto", "plain"):
+            co = self.work / f"loop-{linker}"
+            timed(INV + ["clone", "--url", up.url("pytorch"), "--path", str(co)], env)
+            trees[linker] = co
+        env_of = {"bfd": {**env, "TORCHBUILD_BUILD_LINKER": "bfd"}, "auto": env}
+        for linker in ("bfd", "auto"):
+            out = subprocess.run(INV + ["build", "--path", str(trees[linker]), "--cuda", "none"], env=env_of[linker],
+                                 capture_output=True, text=True, check=True).stdout
+            chosen = re.search(r"linker: (\w+ [\d.]+)", out)
+            self.results[f"loop linker {linker}"] = chosen.group(1) if chosen else "the toolchain's default"
+        plain_env = {**env, "CCACHE_DIR": str(self.work / "loop-cache" / "ccache"),
+                     "CCACHE_BASEDIR": str(trees["plain"]), "PATH": f"{Path(sys.executable).parent}:{env['PATH']}",
+                     "MAX_JOBS": str(os.cpu_count() or 1)}
+        plain_cmd = [str(python), "-m", "pip", "install", "-e", ".", "-v", "--no-build-isolation", "--no-deps"]
+        timed(plain_cmd, plain_env, cwd=trees["plain"])
+
+        def edit(co: Path, rel: str, i: int) -> None:
+            """A change no other checkout makes: each way pays its own compiles (no cache hit from another)."""
+            path = co / rel
+            path.write_text(path.read_text() + f"\nstatic const int loop_edit_{co.name.replace('-', '_')}_{i} = {i};\n")
+
+        def importable(co: Path) -> None:
+            subprocess.run([str(python), "-c", "import minitorch; minitorch.checksum()"], cwd=self.work, env=env,
+                           check=True, capture_output=True)
+
+        unit = f"c10/core/unit_{units // 2:02d}.cpp"
+        for label, rel, reps in (("(a) one core .cpp", unit, self.reps), ("(b) the header every unit includes",
+                                 "c10/include/c10/util/scaled.h", 2), ("(c) one line of the bindings",
+                                 "minitorch/csrc/module.cpp", self.reps)):
+            rows = {}
+            for linker in ("bfd", "auto", "plain"):
+                co = trees[linker]
+
+                def once(i: int, co: Path = co, linker: str = linker, rel: str = rel) -> float:
+                    edit(co, rel, i)
+                    start = time.perf_counter()
+                    if linker == "plain":
+                        subprocess.run(plain_cmd, cwd=co, env=plain_env, check=True, capture_output=True)
+                    else:
+                        subprocess.run(INV + ["build", "--path", str(co), "--cuda", "none"], env=env_of[linker],
+                                       check=True, capture_output=True)
+                    importable(co)
+                    return time.perf_counter() - start
+
+                rows[linker] = repeat(reps, once)
+            self.record(f"loop {label}, chosen linker vs GNU ld", rows["auto"], rows["bfd"], "<= 0.3 (a)",
+                        f"inv build, {self.results['loop linker auto']}", "inv build, GNU ld")
+            self.record(f"loop {label} vs the plain recipe", rows["auto"], rows["plain"], "-",
+                        f"inv build, {self.results['loop linker auto']}", "pip install -e . by hand (GNU ld)")
+        co = trees["auto"]
+        compile_cmd = next(e["command"] for e in json.loads((co / "build" / "compile_commands.json").read_text())
+                           if e["file"].endswith(unit))
+        compile_cmd = re.sub(r"^\S*ccache\s+", "", compile_cmd)
+        link_cmd = subprocess.run(["ninja", "-C", str(co / "build"), "-t", "commands", "libc10.so"],
+                                  capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+        limit = repeat(self.reps, lambda i: timed(["bash", "-c", f"cd {co / 'build'} && {compile_cmd} && {link_cmd}"],
+                                                  env))
+        row = self.results["loop (a) one core .cpp, chosen linker vs GNU ld"]
+        self.record("loop (a) vs its physical limit", row["ours"], limit, "<= 1.2",
+                    f"inv build, {self.results['loop linker auto']}", "the unit's compile + libc10.so's link alone")
+
+
 def write_readme(results: dict) -> None:
     rows = ["| figure | torchbuild | plain recipe | ratio | target |", "|---|---|---|---|---|"]
     for name, r in results.items():
@@ -524,11 +598,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller demo builds (still 5 repetitions)")
     parser.add_argument("--only", nargs="*", default=None,
-                        help="clone overhead noop switch matrix matrix_vs_build distcc envs memory realworld nightly")
+                        help="clone overhead noop switch matrix matrix_vs_build distcc envs memory realworld nightly "
+                             "loop")
     parser.add_argument("--readme", action="store_true", help="rewrite README's Performance table")
     args = parser.parse_args()
     names = args.only or ["overhead", "noop", "clone", "switch", "matrix", "distcc", "envs", "memory", "realworld",
-                          "nightly"]
+                          "nightly", "loop"]
     with tempfile.TemporaryDirectory(prefix="tb-bench-") as tmp:
         bench = Bench(args.quick, Path(tmp))
         for name in names:
