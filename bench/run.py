@@ -524,7 +524,8 @@ class Bench:
         def edit(co: Path, rel: str, i: int) -> None:
             """A change no other checkout makes: each way pays its own compiles (no cache hit from another)."""
             path = co / rel
-            path.write_text(path.read_text() + f"\nstatic const int loop_edit_{co.name.replace('-', '_')}_{i} = {i};\n")
+            name = re.sub(r"\W", "_", f"loop_edit_{co.name}_{rel}_{i}")
+            path.write_text(path.read_text() + f"\nstatic const int {name} = {i};\n")
 
         def importable(co: Path) -> None:
             subprocess.run([str(python), "-c", "import minitorch; minitorch.checksum()"], cwd=self.work, env=env,
