@@ -511,8 +511,9 @@ class Bench:
             trees[linker] = co
         env_of = {"bfd": {**env, "TORCHBUILD_BUILD_LINKER": "bfd"}, "auto": env}
         for linker in ("bfd", "auto"):
-            out = subprocess.run(INV + ["build", "--path", str(trees[linker]), "--cuda", "none"], env=env_of[linker],
-                                 capture_output=True, text=True, check=True).stdout
+            done = subprocess.run(INV + ["build", "--path", str(trees[linker]), "--cuda", "none"], env=env_of[linker],
+                                  capture_output=True, text=True, check=True)
+            out = done.stdout + done.stderr  # torchbuild's notes go to stderr
             chosen = re.search(r"linker: (\w+ [\d.]+)", out)
             self.results[f"loop linker {linker}"] = chosen.group(1) if chosen else "the toolchain's default"
         plain_env = {**env, "CCACHE_DIR": str(self.work / "loop-cache" / "ccache"),
