@@ -19,6 +19,11 @@ from .run import run
 SCHEME = "import json, sysconfig; print(json.dumps(sysconfig.get_paths()))"
 
 
+def env_paths(python: Path) -> dict[str, str]:
+    """The install paths of `python`'s env (purelib, platlib, scripts, data, include)."""
+    return dict(json.loads(run([str(python), "-c", SCHEME], capture=True, echo=False).stdout.strip().splitlines()[-1]))
+
+
 def install(wheels: Sequence[Path], python: Path, replace: bool = False) -> Path:
     """Install `wheels` into the env of `python` (no deps, no bytecode), in order, and return its site-packages.
     A file another wheel put there is overwritten, as pip does: the split build's two wheels both hold the
@@ -28,7 +33,7 @@ def install(wheels: Sequence[Path], python: Path, replace: bool = False) -> Path
     from installer.destinations import SchemeDictionaryDestination
     from installer.sources import WheelFile
 
-    paths = json.loads(run([str(python), "-c", SCHEME], capture=True, echo=False).stdout.strip().splitlines()[-1])
+    paths = env_paths(python)
     scheme = {"purelib": paths["purelib"], "platlib": paths["platlib"], "scripts": paths["scripts"],
               "data": paths["data"], "headers": paths["include"]}
     destination = SchemeDictionaryDestination(scheme, str(python), "posix", bytecode_optimization_levels=(),

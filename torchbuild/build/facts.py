@@ -83,12 +83,12 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
     # The shim stands in for `cmake`; PyTorch's setup.py takes a newer `cmake3` instead where there is one.
     shims = jobserver.shims_of(fifo) if fifo is not None and joins and drives_cmake(checkout) \
         and shutil.which("cmake3", path=path) is None else None
-    found = linkers.discover(env.get("CXX") or "c++", env, cfg.cache_root / "linkers.json")
-    linker = linkers.choose(cfg.build.linker, found)
+    remembered = cfg.cache_root / "linkers.json"
+    linker = linkers.choose(cfg.build.linker, linkers.discover(env.get("CXX") or "c++", env, remembered))
     return BuildFacts(choice, toolkit, host_cxx, gpus.arch_list if gpus else None,
                       find_launcher(cfg, choice.prefix, env), find_distcc(cfg, env), remote_url(cfg, env),
                       tuple(notes), fifo, joins, shims, git.buildclones.cached(git.tools(cfg)[1], checkout),
-                      linker, linkers.cmake_version(choice.prefix, env) if linker else None)
+                      linker, linkers.cmake_version(choice.prefix, env, remembered) if linker else None)
 
 
 def ninja_version(prefix: Path, env: Mapping[str, str]) -> str | None:

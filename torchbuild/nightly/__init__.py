@@ -103,8 +103,8 @@ def nightly(cfg: Config, request: NightlyRequest, base_env: Mapping[str, str]) -
         build.mkdir(exist_ok=True)
         marker = trees.read_marker(build)
         recorded = trees.recorded_outputs(marker)
-        fresh = bool(marker and marker.get("done") == stamp and outputs.in_place(checkout, recorded)
-                     and place.pth_file(env.python, package, checkout).is_file())
+        pth = place.pth_file(env.python, package)
+        fresh = bool(marker and marker.get("done") == stamp and outputs.in_place(checkout, recorded) and pth.is_file())
         if not fresh:
             outputs.remove(checkout, recorded)  # an older nightly's files: this one replaces them
             trees.write_marker(build, key, {}, None)
@@ -115,7 +115,7 @@ def nightly(cfg: Config, request: NightlyRequest, base_env: Mapping[str, str]) -
                 with con.timed(f"install what {package} {wheel.version} requires ({len(wheel.requires)})"):
                     run([str(env.python), "-m", "pip", "--disable-pip-version-check", "install", "-q",
                          "--extra-index-url", url, *wheel.requires], env=pip_env)
-            place.write_pth(env.python, package, checkout)
+            place.write_pth(pth, package, checkout)
             trees.write_marker(build, key, {}, stamp, files=placed)
     where = place.import_check(env.python, package, checkout)
     return Outcome(wheel, commit, ahead, native, env, where, fresh)

@@ -17,9 +17,8 @@ from pathlib import Path
 
 from ..errors import TorchbuildError
 from ..run import run
+from ..wheels import env_paths
 from .index import compiled_members
-
-PURELIB = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
 
 
 def package_folders(checkout: Path, wheel: Path) -> list[str]:
@@ -71,14 +70,12 @@ def place(checkout: Path, wheel: Path) -> dict[str, list[int]]:
     return placed
 
 
-def pth_file(python: Path, package: str, checkout: Path) -> Path:
+def pth_file(python: Path, package: str) -> Path:
     """The .pth file that puts the checkout on the env's sys.path (as tools/nightly.py's pytorch-nightly.pth)."""
-    site = run([str(python), "-c", PURELIB], capture=True, echo=False).stdout.strip().splitlines()[-1]
-    return Path(site) / f"torchbuild-nightly-{package}.pth"
+    return Path(env_paths(python)["purelib"]) / f"torchbuild-nightly-{package}.pth"
 
 
-def write_pth(python: Path, package: str, checkout: Path) -> None:
-    path = pth_file(python, package, checkout)
+def write_pth(path: Path, package: str, checkout: Path) -> None:
     path.write_text(f"# written by torchbuild nightly: {package} imports from this checkout\n{checkout}\n")
 
 

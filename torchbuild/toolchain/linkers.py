@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from ..errors import TorchbuildError
 from ..run import run
@@ -45,31 +45,52 @@ def _ident(path: Path | str) -> list[object]:
         return [str(path), None, None]
 
 
+class Remembered:
+    """Answers about programs kept in a JSON file, each by the programs' size and mtime: a build does not
+    ask them again (a linker tried on the compiler, cmake's version) until one of them changes."""
+
+    def __init__(self, cache: Path | None) -> None:
+        self.cache = cache
+        self.known: dict[str, dict[str, object]] = {}
+        if cache and cache.is_file():
+            try:
+                self.known = json.loads(cache.read_text())
+            except ValueError:
+                self.known = {}
+        self.changed = False
+
+    def get(self, key: list[object], compute: Callable[[], dict[str, object]]) -> dict[str, object]:
+        text = json.dumps(key)
+        if text not in self.known:
+            self.known[text] = compute()
+            self.changed = True
+        return self.known[text]
+
+    def save(self) -> None:
+        if self.cache and self.changed:
+            self.cache.parent.mkdir(parents=True, exist_ok=True)
+            part = self.cache.with_name(f"{self.cache.name}.{os.getpid()}.part")
+            part.write_text(json.dumps(self.known, indent=1))
+            os.replace(part, self.cache)  # builds side by side: each file whole
+
+
 def discover(cxx: str, env: Mapping[str, str], cache: Path | None = None) -> list[Linker]:
-    """The linkers on PATH, fastest first, each with whether `cxx` accepts it (remembered in `cache`,
-    by the compiler's and the linker's size and mtime, so a build does not try them every time)."""
-    known: dict[str, dict[str, object]] = {}
-    if cache and cache.is_file():
-        try:
-            known = json.loads(cache.read_text())
-        except ValueError:
-            known = {}
-    found, changed = [], False
+    """The linkers on PATH, fastest first, each with whether `cxx` accepts it (remembered in `cache`)."""
+    remembered = Remembered(cache)
+    found = []
     compiler = shutil.which(cxx, path=env.get("PATH")) or cxx
     for name in FASTEST_FIRST:
         program = shutil.which(PROGRAM[name], path=env.get("PATH"))
         if not program:
             continue
-        key = json.dumps([name, _ident(program), _ident(compiler)])
-        if key not in known:
-            known[key] = {"version": version_of(program), **try_link(compiler, name, env)}
-            changed = True
-        entry = known[key]
+
+        def probe(name: str = name, program: str = program) -> dict[str, object]:
+            return {"version": version_of(program), **try_link(compiler, name, env)}
+
+        entry = remembered.get([name, _ident(program), _ident(compiler)], probe)
         found.append(Linker(name, Path(program), str(entry["version"]), bool(entry["accepted"]),
                             str(entry.get("problem", ""))))
-    if cache and changed:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps(known, indent=1))
+    remembered.save()
     return found
 
 
@@ -124,11 +145,18 @@ def build_changes(linker: Linker, cmake_version: str | None, base: Mapping[str, 
     return changes
 
 
-def cmake_version(prefix: Path, env: Mapping[str, str]) -> str | None:
-    """The version of the cmake a build in this env runs (the env's own first)."""
+def cmake_version(prefix: Path, env: Mapping[str, str], cache: Path | None = None) -> str | None:
+    """The version of the cmake a build in this env runs (the env's own first; remembered in `cache`)."""
     cmake = shutil.which("cmake", path=str(prefix / "bin") + os.pathsep + env.get("PATH", ""))
     if not cmake:
         return None
-    out = run([cmake, "--version"], capture=True, echo=False, check=False).stdout
-    m = re.search(r"version (\d+\.\d+(?:\.\d+)?)", out)
-    return m.group(1) if m else None
+
+    def ask() -> dict[str, object]:
+        out = run([cmake, "--version"], capture=True, echo=False, check=False).stdout
+        m = re.search(r"version (\d+\.\d+(?:\.\d+)?)", out)
+        return {"version": m.group(1) if m else None}
+
+    remembered = Remembered(cache)
+    version = remembered.get(["cmake", _ident(cmake)], ask)["version"]
+    remembered.save()
+    return str(version) if version else None
