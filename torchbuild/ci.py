@@ -14,6 +14,7 @@ import json
 import re
 from dataclasses import asdict, dataclass
 
+from .compat import vkey
 from .config import Config
 from .matrix import combos, session_name
 from .summary import SessionRecord
@@ -45,7 +46,7 @@ class Job:
 
 
 def version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", version)[:2])
+    return vkey(version)[:2]
 
 
 def hosted_problem(python: str, cuda: str) -> str | None:

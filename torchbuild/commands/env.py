@@ -19,7 +19,7 @@ from . import table
 
 def create(cfg: Config, python: str | None = None, name: str | None = None, dry_run: bool = False) -> int:
     """Create (or verify) a managed env with the checkout's build deps."""
-    spec = python or cfg.build.python or f"{sys.version_info[0]}.{sys.version_info[1]}"
+    spec = python or cfg.build.python or discovery.OWN_MINOR
     py = discovery.find(discovery.discover(os.environ, cfg.toolchain.pythons), spec)
     checkout = cfg.source_path if cfg.source_path.exists() else None
     made = envs.create(cfg, py, name, cfg.matrix.backend, checkout, os.environ, cfg.build.cuda, dry_run)

@@ -331,7 +331,7 @@ def choose(cfg: Config, python_spec: str | None, env_name: str | None, base_env:
             return EnvChoice(Path(active), Path(active) / "bin" / "python", py.version,
                              f"the active environment ({var})", None, True, "external",
                              setuptools_version(Path(active) / "bin" / "python"))
-        python_spec = cfg.build.python or f"{sys.version_info[0]}.{sys.version_info[1]}"
+        python_spec = cfg.build.python or pythons.OWN_MINOR
         reason = "build.python" if cfg.build.python else "the default Python"
     if "/" not in python_spec:  # a finished managed env for this version needs no discovery
         for prefix in (root / default_name(python_spec, backend),):

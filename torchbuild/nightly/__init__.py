@@ -79,7 +79,7 @@ def nightly(cfg: Config, request: NightlyRequest, base_env: Mapping[str, str]) -
     flavour = index.variant(cudas.major_minor(toolkit.version) if toolkit else None)
     url = index.index_url(cfg.nightly.index_url, flavour)
     creator = pythons.find(pythons.discover(base_env, cfg.toolchain.pythons), request.python or cfg.build.python
-                           or _own_minor())
+                           or pythons.OWN_MINOR)
     env = envs.create(cfg, creator, f"nightly-py{creator.minor}-{flavour}", cfg.matrix.backend, env=base_env,
                       packages=[])
     pip_env = {"PIP_CONFIG_FILE": str(env.prefix / "pip.conf")}
@@ -119,12 +119,6 @@ def nightly(cfg: Config, request: NightlyRequest, base_env: Mapping[str, str]) -
             trees.write_marker(build, key, {}, stamp, files=placed)
     where = place.import_check(env.python, package, checkout)
     return Outcome(wheel, commit, ahead, native, env, where, fresh)
-
-
-def _own_minor() -> str:
-    import sys
-
-    return f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 
 def choose(cfg: Config, checkout: Path, request: NightlyRequest, package: str, url: str, versions: list[str],

@@ -11,6 +11,7 @@ import functools
 import json
 import os
 import re
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,8 @@ from typing import Mapping, Sequence
 
 from ..errors import TorchbuildError
 from ..run import run
+
+OWN_MINOR = f"{sys.version_info[0]}.{sys.version_info[1]}"  # torchbuild's own Python, the default
 
 PROBE = r"""
 import json, platform, sys
