@@ -24,10 +24,11 @@ from ..diagnose import Diagnosis, diagnose
 from ..errors import CommandError, TorchbuildError
 from ..progress import Tracker
 from ..run import format_command, merged_env, run
-from . import outputs, profile, record
+from . import outputs, profile, record, shortcut
 from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
 from .plan import Plan, affects_configure, package_name
 from .request import BuildRequest
+from .shortcut import whole_way, worktree
 from .split import place_core
 from .trees import (
     activate_tree,
@@ -39,7 +40,7 @@ from .trees import (
     remove_tree,
     write_marker,
 )
-from .uptodate import configured_for, inputs_stamp, installed, nothing_to_do
+from .uptodate import configured_for, inputs_stamp, installed, nothing_to_do, pending
 
 TRUE = ("1", "on", "true", "yes", "y")
 
@@ -129,9 +130,11 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         stamp = inputs_stamp(plan)
         kept = kept_wheel(marker) if plan.wheel else None
         files = recorded_outputs(marker)
-        if not (opts.clean or opts.rerun or changed or fresh) and marker and marker.get("done") == stamp \
-                and outputs.in_place(checkout, files) and nothing_to_do(build, plan, base_env) \
-                and (kept if plan.wheel else installed(plan)):
+        same = not (opts.clean or opts.rerun or changed or fresh) and marker is not None \
+            and marker.get("done") == stamp and outputs.in_place(checkout, files) \
+            and (kept is not None if plan.wheel else installed(plan))
+        explained = pending(build, plan, base_env) if same else None
+        if same and nothing_to_do(explained):
             what = f"the wheel {kept.name}" if kept else "the install"
             con.info(f"up to date: ninja has no work, the inputs, the {len(files)} file(s) in the checkout and "
                      f"{what} are this configuration's; nothing was run (--rerun runs the build command anyway)")
@@ -139,6 +142,15 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
             result.up_to_date = True
             result.wheel = kept
             return result
+        tree = worktree(checkout) if not plan.wheel and (checkout / ".git").exists() else None
+        quick = None
+        if same and tree is not None and opts.shortcut and marker is not None and not plan.changes.get(
+                "BUILD_PYTHON_ONLY"):
+            why = whole_way(checkout, build, plan.package, marker, explained, tree, files)
+            quick = shortcut.command(build, merged_env(base_env, plan.changes)) if why is None else None
+            con.info(f"only files ninja builds from changed since the last build: `cmake {' '.join(quick[1:])}` in "
+                     "build/, as setup.py runs it, without pip (--rerun goes the whole way)" if quick else
+                     f"the whole way through setup.py: {why or 'no cmake on the PATH'}")
         build.mkdir(exist_ok=True)  # the tree is this configuration's from now on, even if interrupted
         write_marker(build, plan.key, plan.configure, None, remedies, files=files)
         before = outputs.snapshot(checkout)
@@ -166,12 +178,15 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         command_start = time.time()
         with open(plan.log, "w", buffering=1) as log, usage.Watch(interval=0.5) as watch:  # line-buffered
             for attempt in (1, 2):
-                log.write(format_command(list(plan.command), base_env, plan.changes, checkout) + "\n")
+                log.write(format_command(quick or list(plan.command), base_env, plan.changes,
+                                         build if quick else checkout) + "\n")
                 try:
                     try:
                         with job_slots(plan) as (changes, waited):
                             result.waited_for_jobs += waited
-                            run(list(plan.command), cwd=checkout, env={**changes, BUILD_ID: running},
+                            argv = shortcut.command(build, merged_env(base_env, changes)) if quick else None
+                            run(argv or list(plan.command), cwd=build if argv else checkout,
+                                env={**changes, BUILD_ID: running},
                                 base_env=base_env, echo=opts.verbose,
                                 on_line=_show(tracker, opts.verbose, log, timeline),
                                 log=log)
@@ -183,6 +198,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                     found = diagnose(_log_tail(plan.log), int(plan.changes.get("MAX_JOBS") or 1))
                     new = [d for d in found if d.has_remedy and not _applied(d, remedies)]
                     if attempt == 1 and new:
+                        quick = None  # a remedy may reconfigure: the whole way
                         remedies = _apply_remedies(new, remedies, build, log)
                         plan = with_remedies(plan, remedies)
                         stamp = inputs_stamp(plan)  # the remedy is part of this tree's inputs from now on
@@ -197,7 +213,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         finished(checkout)
         made = newest_wheel(plan.dist, wheels_before) if plan.dist else None
         write_marker(build, plan.key, plan.configure, stamp if made or not plan.wheel else None, remedies, made,
-                     outputs.record(checkout, build, before, files))
+                     outputs.record(checkout, build, before, files), tree)
         if plan.stats_log.exists():
             result.hits, result.misses, result.remote_hits = parse_stats_log(plan.stats_log.read_text())
         elif sccache:
@@ -205,7 +221,8 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                         check=False).stdout
             result.hits, result.misses = parse_sccache_stats(stats)
         steps = profile.ninja_steps(ninja_log, offset)
-        spans = profile.phases(timeline, command_start, command_end, time.time())
+        spans = profile.phases(timeline, command_start, command_end, time.time(), "cmake --build" if quick else
+                               "setup.py")
         result.profile = profile.write(plan.log, steps, spans, profile.summarise(
             steps, spans, result.hits, result.misses, watch.peak.per_compiler), f"{plan.key} {plan.log.stem}")
         record.write(probed, plan, time.monotonic() - start, "ok", 0, remedies, result.profile)

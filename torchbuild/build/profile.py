@@ -111,14 +111,14 @@ def lanes(steps: list[Step]) -> list[int]:
     return out
 
 
-def phases(timeline: Timeline, command_start: float, command_end: float, finished: float) -> list[tuple[str, float,
-                                                                                                          float]]:
+def phases(timeline: Timeline, command_start: float, command_end: float, finished: float,
+           command: str = "setup.py") -> list[tuple[str, float, float]]:
     """(phase, start, end): torchbuild's preparation, the build command's phases, then the record."""
     out = [("prepare", timeline.started, command_start)]
     marks = [(t, p) for t, p in timeline.marks if command_start <= t <= command_end]
     first = marks[0][0] if marks else command_end
     if first - command_start > 0.005:
-        out.append(("setup.py", command_start, first))
+        out.append((command, command_start, first))
     for i, (t, phase) in enumerate(marks):
         out.append((phase, t, marks[i + 1][0] if i + 1 < len(marks) else command_end))
     out.append(("record", command_end, finished))

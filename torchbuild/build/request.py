@@ -29,6 +29,7 @@ class BuildRequest:
     dist: Path | None = None
     rerun: bool = False
     part: str = "all"  # the split build: "core" (BUILD_LIBTORCH_WHL=1) or "python" (BUILD_PYTHON_ONLY=1)
+    shortcut: bool = True  # build.shortcut (shortcut.py)
 
     @classmethod
     def resolve(cls, cfg: Config, *, debug: bool = False, rel_with_deb_info: bool = False, sets: Sequence[str] = (),
@@ -52,7 +53,8 @@ class BuildRequest:
         return cls(cuda=cfg.build.cuda, python=cfg.build.python if explicit else None, env_name=env_name,
                    build_type=build_type, jobs=cfg.build.jobs, arch=cfg.build.arch, wheel=wheel, clean=clean,
                    sets=tuple(parse_sets(sets)), force=force, dry_run=dry_run, verbose=verbose,
-                   dist=Path(dist).resolve() if dist else None, rerun=rerun, part=part)
+                   dist=Path(dist).resolve() if dist else None, rerun=rerun, part=part,
+                   shortcut=cfg.build.shortcut)
 
 
 def split_supported(checkout: Path) -> bool:

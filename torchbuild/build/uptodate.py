@@ -13,6 +13,7 @@ from typing import Mapping
 from ..digest import digest
 from ..run import run
 from .plan import Plan
+from .shortcut import worktree
 from .split import installed_core
 
 # `ninja -n -d explain` on a tree whose only work is an always-run target (PyTorch's gen_torch_version,
@@ -60,31 +61,38 @@ def worktree_state(checkout: Path, changes: bool) -> list[object]:
     state: list[object] = [run(["git", "rev-parse", "HEAD"], cwd=checkout, capture=True, echo=False,
                                check=False).stdout.strip()]
     if changes:
-        status = run(["git", "status", "--porcelain", "-z", "--untracked-files=all"], cwd=checkout, capture=True,
-                     echo=False, check=False).stdout
-        for entry in filter(None, status.split("\0")):
-            path = checkout / entry[3:]
-            st = path.stat() if path.is_file() else None
-            state.append([entry, st.st_size if st else None, st.st_mtime_ns if st else None])
+        state.extend(sorted(worktree(checkout).items()))
     return state
 
 
-def nothing_to_do(build: Path, plan: Plan, base_env: Mapping[str, str]) -> bool:
-    """`ninja -n` in the tree finds no work but always-run targets (PyTorch's gen_torch_version, whose
-    inputs, the commit and the PYTORCH_* variables, the stamp holds); False without ninja or a ninja tree."""
+def pending(build: Path, plan: Plan, base_env: Mapping[str, str]) -> list[str] | None:
+    """`ninja -n -d explain`'s lines in the tree: why each output would be rebuilt (None: no ninja tree)."""
     if not (build / "build.ninja").exists():
-        return False
-    path = str(plan.changes.get("PATH") or base_env.get("PATH", ""))
-    ninja = shutil.which("ninja", path=path)
+        return None
+    ninja = tree_ninja(build) or shutil.which("ninja", path=str(plan.changes.get("PATH") or base_env.get("PATH", "")))
     if ninja is None:
-        return False
+        return None
     res = run([ninja, "-C", str(build), "-n", "-d", "explain"], capture=True, echo=False, check=False)
     if res.returncode != 0:
-        return False
+        return None
     if "no work to do" in res.stdout:
-        return True
-    explained = [line for line in (res.stdout + "\n" + res.stderr).splitlines() if line.startswith("ninja explain:")]
-    return bool(explained) and all(ALWAYS_RUN.fullmatch(line.strip()) for line in explained)
+        return []
+    return [line.strip() for line in (res.stdout + "\n" + res.stderr).splitlines() if line.startswith("ninja explain:")]
+
+
+def tree_ninja(build: Path) -> str | None:
+    """The ninja CMake configured the tree for (CMAKE_MAKE_PROGRAM): another version on PATH would find
+    the tree's logs in a format it does not read, and start over (a rebuild of everything)."""
+    cache = build / "CMakeCache.txt"
+    found = re.search(r"(?m)^CMAKE_MAKE_PROGRAM:\w+=(.*ninja[^/]*)$", cache.read_text(errors="replace")) \
+        if cache.is_file() else None
+    return found.group(1).strip() if found and Path(found.group(1).strip()).is_file() else None
+
+
+def nothing_to_do(explained: list[str] | None) -> bool:
+    """ninja finds no work but always-run targets (PyTorch's gen_torch_version, whose inputs, the commit
+    and the PYTORCH_* variables, the stamp holds); False without ninja or a ninja tree."""
+    return explained is not None and all(ALWAYS_RUN.fullmatch(line) for line in explained)
 
 
 def installed(plan: Plan) -> bool:

@@ -115,6 +115,8 @@ class BuildConfig:
     linker: str = _spec("auto", "choice", "linker: auto (mold, else lld, where the compiler accepts it; else the "
                                           "toolchain's default), bfd, gold, lld or mold",
                         choices=("auto", "bfd", "gold", "lld", "mold"))
+    shortcut: bool = _spec(True, "bool", "when only files ninja builds from changed since the last build, run "
+                                         "setup.py's own `cmake --build . --target install` in build/, without pip")
 
 
 @dataclass(frozen=True)

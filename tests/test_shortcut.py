@@ -1,0 +1,79 @@
+"""The edit-compile loop's shortcut: setup.py's own `cmake --build . --target install`, without pip, only
+where it gives what the whole build gives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from torchbuild.build.shortcut import changed_since, ninja_inputs, refusal
+
+from .conftest import git
+from .test_build import build, last_log, run_python, shared, small_demo  # noqa: F401  (fixtures)
+
+SHORTCUT = "only files ninja builds from changed since the last build"
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+def checksum(checkout: Path) -> str:
+    return run_python("import minitorch; print(minitorch.checksum())", checkout.parent)
+
+
+def test_the_shortcut_decides_from_ninja_and_the_package(tmp_path):
+    explain = [f"ninja explain: output CMakeFiles/c10.dir/c10/core/a.cpp.o older than most recent input "
+               f"{tmp_path}/co/c10/core/a.cpp (2 vs 1)", "ninja explain: CMakeFiles/c10.dir/c10/core/a.cpp.o is dirty",
+               "ninja explain: output x.o older than most recent input ../c10/include/c10/core.h (2 vs 1)",
+               "ninja explain: output y.o older than most recent input /usr/include/stdio.h (2 vs 1)"]
+    named = ninja_inputs(explain, tmp_path / "co" / "build", tmp_path / "co")
+    assert named == {"c10/core/a.cpp", "c10/include/c10/core.h"}
+    before = {"c10/core/a.cpp": [1, 1], "old.cpp": [1, 1]}
+    now = {"c10/core/a.cpp": [1, 2], "minitorch/nn.py": [3, 3], "minitorch/csrc/stub.c": [1, 1]}
+    assert changed_since(before, now) == ["c10/core/a.cpp", "minitorch/csrc/stub.c", "minitorch/nn.py", "old.cpp"]
+    assert refusal(["c10/core/a.cpp", "minitorch/nn.py"], named, "minitorch", {}) is None
+    assert refusal(["minitorch/csrc/stub.c"], named, "minitorch", {}) == \
+        "minitorch/csrc/stub.c changed and ninja does not build from it"
+    assert refusal(["old.cpp"], named, "minitorch", {}) is not None  # changed back since: not proven
+    assert refusal(["minitorch/version.py"], named, "minitorch", {"minitorch/version.py": "x"}) is None
+
+
+def test_an_edited_unit_rebuilds_without_pip_and_imports_what_the_whole_build_makes(small_demo):  # noqa: F811
+    build(small_demo, "--cuda", "none")
+    first = checksum(small_demo)
+    edit(small_demo / "c10/core/unit_01.cpp", "(n / 2)", "(n / 3)")
+    done = build(small_demo, "--cuda", "none")
+    assert SHORTCUT in done.stderr and "1 compile step(s)" in done.stderr
+    log = last_log(small_demo)
+    assert "--target install" in log.splitlines()[0] and "pip" not in log and "build_ext" not in log
+    quick = checksum(small_demo)
+    assert quick != first
+    edit(small_demo / "minitorch/csrc/module.cpp", "static PyObject* checksum", "/* the loop */ static PyObject* "
+         "checksum")  # the bindings, built by CMake into libtorch_python as PyTorch's are
+    (small_demo / "minitorch/__init__.py").write_text((small_demo / "minitorch/__init__.py").read_text() + "\nX = 1\n")
+    assert SHORTCUT in build(small_demo, "--cuda", "none").stderr
+    assert run_python("import minitorch; print(minitorch.X, minitorch.checksum())", small_demo.parent) == f"1 {quick}"
+    assert "up to date" in build(small_demo, "--cuda", "none").stderr
+    whole = build(small_demo, "--cuda", "none", "--clean")  # from nothing (the compiler cache): the same library
+    assert SHORTCUT not in whole.stderr and checksum(small_demo) == quick
+
+
+def test_what_only_setup_py_reads_or_a_new_commit_goes_the_whole_way(small_demo):  # noqa: F811
+    build(small_demo, "--cuda", "none")
+    edit(small_demo / "minitorch/csrc/stub.c", "#include <Python.h>", "#include <Python.h>\n/* edited */")
+    edit(small_demo / "c10/core/unit_02.cpp", "(n / 2)", "(n / 5)")
+    done = build(small_demo, "--cuda", "none")
+    assert "the whole way through setup.py: minitorch/csrc/stub.c changed and ninja does not build from it" \
+        in done.stderr
+    assert "build_ext" in last_log(small_demo)
+    edit(small_demo / "c10/core/unit_02.cpp", "(n / 5)", "(n / 7)")
+    assert SHORTCUT in build(small_demo, "--cuda", "none").stderr  # stub.c is unchanged since that build
+    git(small_demo, "commit", "-qam", "loop")
+    again = build(small_demo, "--cuda", "none")  # version.py names the commit: setup.py's inputs changed
+    assert SHORTCUT not in again.stderr and "the whole way" not in again.stderr
+    head = git(small_demo, "rev-parse", "HEAD").strip()
+    assert run_python("import minitorch.version as v; print(v.git_version)", small_demo.parent) == head
+    edit(small_demo / "c10/core/unit_02.cpp", "(n / 7)", "(n / 9)")
+    assert SHORTCUT not in build(small_demo, "--cuda", "none", "--rerun").stderr  # --rerun: the whole way

@@ -1,0 +1,107 @@
+"""The edit-compile loop's shortcut: run in build/ what setup.py would run there, without pip.
+
+A rebuild after editing C++ is, in PyTorch's setup.py, `cmake --build . --target install` in build/
+(tools/setup_helpers/cmake.py) and then build_ext and pip's editable install, which redo nothing when
+only files CMake's build reads changed; CONTRIBUTING.md's own loop is `(cd build && ninja <target>)`.
+The shortcut runs that same command, but only where it is proven to give the same result: the tree's
+last build went the whole way with these inputs (configure environment, commit, setup.py's files: the
+stamp), the install still points at the checkout, and every file changed since then is one ninja names
+as the newest input of an output it would rebuild, or Python inside the package (imported in place).
+Anything else (stub.c, tools/setup_helpers, a new file ninja does not know, a deleted file) takes the
+whole way, as does --rerun.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from ..run import run
+
+NEWEST_INPUT = re.compile(r"ninja explain: output .+ older than most recent input (.+) \(\d+ vs \d+\)$")
+IN_PLACE = (".py", ".pyi")
+
+
+def worktree(checkout: Path, prefix: str = "") -> dict[str, list[int] | None]:
+    """Every file git lists as changed, new or deleted, by size and mtime; a submodule with changes by
+    its own files, recursively."""
+    out = run(["git", "status", "--porcelain", "-z", "--untracked-files=all"], cwd=checkout, capture=True,
+              echo=False, check=False).stdout
+    entries: dict[str, list[int] | None] = {}
+    fields = iter(out.split("\0"))
+    for entry in fields:
+        if not entry:
+            continue
+        if entry[0] in "RC":  # a rename's second field is where it came from: changed too
+            entries[prefix + next(fields, "")] = None
+        path = checkout / entry[3:]
+        if path.is_dir() and (path / ".git").exists():
+            head = run(["git", "rev-parse", "HEAD"], cwd=path, capture=True, echo=False, check=False).stdout
+            entries[prefix + entry[3:]] = [int(head.strip()[:12] or "0", 16)]  # its commit, and its files:
+            entries.update(worktree(path, f"{prefix}{entry[3:]}/"))
+            continue
+        st = path.stat() if path.is_file() else None
+        entries[prefix + entry[3:]] = [st.st_size, st.st_mtime_ns] if st else None
+    return entries
+
+
+def changed_since(before: Mapping[str, object], now: Mapping[str, object]) -> list[str]:
+    """Files whose state differs from the last build's: changed since, or changed back (no longer listed)."""
+    return sorted(p for p in set(before) | set(now) if before.get(p, "absent") != now.get(p, "absent"))
+
+
+def ninja_inputs(explain: Iterable[str], build: Path, checkout: Path) -> set[str]:
+    """The files `ninja -n -d explain` names as the newest input of an output it would rebuild, relative
+    to the checkout (inputs outside it are left out)."""
+    named = set()
+    for line in explain:
+        found = NEWEST_INPUT.match(line.strip())
+        if found:
+            path = (build / found.group(1)).resolve()
+            if path.is_relative_to(checkout.resolve()):
+                named.add(path.relative_to(checkout.resolve()).as_posix())
+    return named
+
+
+def refusal(changed: list[str], named: set[str], package: str, outputs: Mapping[str, object]) -> str | None:
+    """Why the shortcut would not give what the whole build gives (None: it would)."""
+    for path in changed:
+        if path in outputs:
+            continue  # the build's own file in the checkout (version.py, the .so files)
+        if path in named:
+            continue
+        if path.endswith(IN_PLACE) and path.startswith(f"{package}/"):
+            continue
+        return f"{path} changed and ninja does not build from it"
+    return None
+
+
+def command(build: Path, env: Mapping[str, str]) -> list[str] | None:
+    """setup.py's build step as tools/setup_helpers/cmake.py runs it, by `cmake` on the build's PATH."""
+    cmake = shutil.which("cmake", path=env.get("PATH"))
+    if cmake is None:
+        return None
+    cached = re.search(r"(?m)^CMAKE_BUILD_TYPE:\w+=(\S+)$", (build / "CMakeCache.txt").read_text(errors="replace"))
+    argv = [cmake, "--build", ".", "--target", "install", "--config", cached.group(1) if cached else "Release"]
+    if env.get("MAX_JOBS"):
+        argv += ["-j", str(env["MAX_JOBS"])]
+    return argv
+
+
+def whole_way(checkout: Path, build: Path, package: str, marker: Mapping[str, object], explained: list[str] | None,
+              now: Mapping[str, object], outputs: Mapping[str, object]) -> str | None:
+    """Why this rebuild must go the whole way through setup.py and pip (None: the shortcut gives the same
+    result). The caller has checked the stamp, the install and the tree's files in the checkout."""
+    if explained is None:
+        return "no ninja tree to ask"
+    cache = build / "CMakeCache.txt"
+    prefix = re.search(r"(?m)^CMAKE_INSTALL_PREFIX:\w+=(.*)$", cache.read_text(errors="replace")) \
+        if cache.is_file() else None
+    if prefix is None or Path(prefix.group(1).strip()).resolve() != (checkout / package).resolve():
+        return f"CMake does not install into {checkout / package} (PyTorch's CMAKE_INSTALL_PREFIX)"
+    before = marker.get("worktree")
+    if not isinstance(before, dict):
+        return "the last build did not record the working tree"
+    return refusal(changed_since(before, now), ninja_inputs(explained, build, checkout), package, outputs)
