@@ -65,3 +65,23 @@ def test_a_named_linker_missing_or_refused_is_one_error():
         linkers.choose("lld", [bfd])
     with pytest.raises(TorchbuildError, match="refuses -fuse-ld=mold"):
         linkers.choose("mold", [Linker("mold", Path("/usr/bin/mold"), "1.10", False, str(refused["problem"])), bfd])
+
+
+def test_the_linker_trial_times_a_real_link_and_auto_takes_the_fastest(tmp_path):
+    for i in range(3):
+        (tmp_path / f"u{i}.cpp").write_text(f"int unit{i}(int n) {{ return n * {i}; }}\n")
+        subprocess.run(["c++", "-fPIC", "-g", "-c", f"u{i}.cpp", "-o", f"u{i}.o"], cwd=tmp_path, check=True)
+    command = ": && /usr/bin/c++ -fPIC -g  -fuse-ld=nosuch -shared -o libcore.so u0.o u1.o u2.o && :"  # as ninja's
+    assert linkers.with_linker(command, "bfd", "/tmp/x.so") == \
+        ": && /usr/bin/c++ -fuse-ld=bfd -fPIC -g  -shared -o /tmp/x.so u0.o u1.o u2.o && :"
+    memory = tmp_path / "linkers.json"
+    found = linkers.discover("c++", {"PATH": "/usr/bin:/bin"}, memory)
+    assert linkers.measured(found, memory) is None
+    seconds = linkers.trial(command, tmp_path, found, {"PATH": "/usr/bin:/bin"}, memory, "libcore.so")
+    assert set(seconds) == {ln.name for ln in found if ln.accepted} and all(t > 0 for t in seconds.values())
+    assert not (tmp_path / "libcore.so").exists() and not list(tmp_path.glob(".torchbuild-trial-*"))
+    assert linkers.measured(found, memory) == seconds  # remembered: asked once a machine
+    mold = Linker("mold", Path("/usr/bin/mold"), "1.10", True)
+    lld = Linker("lld", Path("/usr/bin/ld.lld"), "14", True)
+    assert linkers.choose("auto", [mold, lld]) == mold  # no trial yet: mold first
+    assert linkers.choose("auto", [mold, lld], {"mold": 0.75, "lld": 0.31, "bfd": 1.0}) == lld

@@ -53,3 +53,13 @@ def test_a_build_shows_keeps_and_draws_where_its_time_went(small_demo, monkeypat
     again = build(small_demo, "--cuda", "none")  # up to date: nothing runs, nothing is profiled
     assert "up to date" in again.output and "where the time went" not in again.output
     assert len(list(logs.rglob("*.trace.json"))) == 1
+
+
+def test_a_log_ninja_compacted_during_the_build_keeps_only_this_builds_steps(tmp_path):
+    log = tmp_path / ".ninja_log"
+    base = 1_800_000_000 * 10**9
+    log.write_text("# ninja log v7\n"
+                   f"0\t500\t{base - 3600 * 10**9}\tCMakeFiles/c10.dir/old.cpp.o\th\n"  # an hour before, kept
+                   f"0\t300\t{base}\tCMakeFiles/c10.dir/new.cpp.o\th\n")
+    steps = profile.ninja_steps(log, 10_000, since=1_800_000_000 - 0.2)  # the offset is past the rewritten end
+    assert [s.output for s in steps] == ["CMakeFiles/c10.dir/new.cpp.o"]

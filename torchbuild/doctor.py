@@ -65,6 +65,7 @@ class Facts:
     min_free_gb: float
     linkers: list[linkers.Linker] = field(default_factory=list)
     linker_setting: str = "auto"
+    linker_times: dict[str, float] | None = None  # the linker trial's seconds (toolchain/linkers.py)
 
     @property
     def release(self) -> compat.Release | None:
@@ -106,6 +107,7 @@ def gather(cfg: Config, env: Mapping[str, str]) -> Facts:
             min_free_gb=cfg.build.min_free_gb,
             linkers=lds.result(),
             linker_setting=cfg.build.linker,
+            linker_times=linkers.measured(lds.result(), cfg.cache_root / "linkers.json"),
         )
 
 
@@ -157,12 +159,15 @@ def compiler_rows(facts: Facts) -> list[Row]:
 def linker_rows(facts: Facts) -> list[Row]:
     """Each linker here, whether the compiler takes it, and which one a build would use."""
     try:
-        chosen = linkers.choose(facts.linker_setting, facts.linkers)
+        chosen = linkers.choose(facts.linker_setting, facts.linkers, facts.linker_times)
         problem = ""
     except TorchbuildError as exc:
         chosen, problem = None, f"{exc.message} ({exc.hint})"
+    times = facts.linker_times or {}
     out = [Row(f"linker {ln.name}", OK if ln.accepted else WARN,
-               f"{ln.version} ({ln.path})" + (" <- builds link with it" if chosen == ln else "")
+               f"{ln.version} ({ln.path})" + (f", {times[ln.name]:.2f}s in the linker trial" if ln.name in times
+                                               else "")
+               + (" <- builds link with it" if chosen == ln else "")
                + ("" if ln.accepted else f"; the compiler refuses it: {ln.problem}"))
            for ln in facts.linkers]
     missing = [n for n in linkers.AUTO if n not in {ln.name for ln in facts.linkers}]

@@ -24,6 +24,7 @@ from ..diagnose import Diagnosis, diagnose
 from ..errors import CommandError, TorchbuildError
 from ..progress import Tracker
 from ..run import format_command, merged_env, run
+from ..toolchain import linkers
 from . import outputs, profile, record, shortcut
 from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
 from .plan import Plan, affects_configure, package_name
@@ -40,7 +41,7 @@ from .trees import (
     remove_tree,
     write_marker,
 )
-from .uptodate import configured_for, inputs_stamp, installed, nothing_to_do, pending
+from .uptodate import configured_for, inputs_stamp, installed, nothing_to_do, pending, tree_ninja
 
 TRUE = ("1", "on", "true", "yes", "y")
 
@@ -220,17 +221,38 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
             stats = run([sccache, "--stop-server"], env=plan.changes, base_env=base_env, capture=True, echo=False,
                         check=False).stdout
             result.hits, result.misses = parse_sccache_stats(stats)
-        steps = profile.ninja_steps(ninja_log, offset)
+        steps = profile.ninja_steps(ninja_log, offset, command_start)
         spans = profile.phases(timeline, command_start, command_end, time.time(), "cmake --build" if quick else
                                "setup.py")
         result.profile = profile.write(plan.log, steps, spans, profile.summarise(
             steps, spans, result.hits, result.misses, watch.peak.per_compiler), f"{plan.key} {plan.log.stem}")
         record.write(probed, plan, time.monotonic() - start, "ok", 0, remedies, result.profile)
+        if plan.linker_trial:
+            linker_trial(plan, build, steps, base_env)
     result.seconds = time.monotonic() - start
     result.compiles = tracker.compiles
     result.package = package_name(checkout, plan.env.prefix)  # the build installed the project: ask the env
     result.wheel = made
     return result
+
+
+def linker_trial(plan: Plan, build: Path, steps: list[profile.Step], base_env: Mapping[str, str]) -> None:
+    """Once a machine: time this build's longest link with each linker; auto takes the fastest from now on."""
+    links = sorted((s for s in steps if s.kind == "link"), key=lambda s: s.seconds)
+    ninja = tree_ninja(build)
+    if not links or links[-1].seconds < linkers.TRIAL_FROM or ninja is None:
+        return
+    library = links[-1].output
+    lines = run([ninja, "-C", str(build), "-t", "commands", library], capture=True, echo=False,
+                check=False).stdout.strip().splitlines()
+    if not lines:
+        return
+    seconds = linkers.trial(lines[-1], build, list(plan.linker_trial), merged_env(base_env, plan.changes),
+                            plan.linker_memory, library)
+    chosen = linkers.choose("auto", list(plan.linker_trial), seconds)
+    times = ", ".join(f"{name} {t:.2f}s" for name, t in sorted(seconds.items(), key=lambda x: x[1]))
+    _console.get().info(f"linker trial on {library} (once on this machine): {times}; build.linker auto "
+                        f"takes {chosen.name if chosen else 'the default'} from now on")
 
 
 def newest_wheel(dist: Path, before: set[Path]) -> Path | None:

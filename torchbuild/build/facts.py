@@ -40,6 +40,7 @@ class BuildFacts:
     clone_mirrors: Mapping[str, Path] = field(default_factory=dict)  # the build's own clones: url -> cached mirror
     linker: Linker | None = None  # build.linker's choice (None: the toolchain's default)
     cmake_version: str | None = None  # the build's cmake (CMAKE_LINKER_TYPE needs 3.29)
+    linker_trial: tuple[Linker, ...] = ()  # the linkers to time on this build's longest link (auto, no trial yet)
 
 
 def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildFacts:
@@ -84,11 +85,14 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
     shims = jobserver.shims_of(fifo) if fifo is not None and joins and drives_cmake(checkout) \
         and shutil.which("cmake3", path=path) is None else None
     remembered = cfg.cache_root / "linkers.json"
-    linker = linkers.choose(cfg.build.linker, linkers.discover(env.get("CXX") or "c++", env, remembered))
+    found = linkers.discover(env.get("CXX") or "c++", env, remembered)
+    timed = linkers.measured(found, remembered)
+    linker = linkers.choose(cfg.build.linker, found, timed)
+    trial = tuple(found) if cfg.build.linker == "auto" and timed is None and linker else ()
     return BuildFacts(choice, toolkit, host_cxx, gpus.arch_list if gpus else None,
                       find_launcher(cfg, choice.prefix, env), find_distcc(cfg, env), remote_url(cfg, env),
                       tuple(notes), fifo, joins, shims, git.buildclones.cached(git.tools(cfg)[1], checkout),
-                      linker, linkers.cmake_version(choice.prefix, env, remembered) if linker else None)
+                      linker, linkers.cmake_version(choice.prefix, env, remembered) if linker else None, trial)
 
 
 def ninja_version(prefix: Path, env: Mapping[str, str]) -> str | None:

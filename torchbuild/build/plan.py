@@ -19,6 +19,7 @@ from ..locks import STATE
 from ..run import format_command, merged_env
 from ..toolchain import system
 from ..toolchain.cuda import Toolkit
+from ..toolchain.linkers import Linker
 from .facts import BuildFacts
 from .request import BuildRequest
 
@@ -60,6 +61,8 @@ class Plan:
     ninja_joins: bool = False  # ninja takes the rest itself; otherwise MAX_JOBS = the tokens taken
     shims: bool = False  # the jobserver's `cmake` shim takes the token around cmake's configure and build
     inputs: Mapping[str, str] = field(default_factory=dict)  # every variable "up to date" compares
+    linker_trial: tuple[Linker, ...] = ()  # time these on the build's longest link (toolchain/linkers.py)
+    linker_memory: Path | None = None  # where the trial's answer is kept
 
 
 
@@ -247,7 +250,8 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
     inputs = {**configure, **{k: v for k, v in full.items() if k.startswith(OUTPUT_PREFIXES) or k in set_here}}
     return Plan(checkout, env, toolkit, key, configure, changes, build_command(checkout, env, opts.wheel, dist),
                 log, stats_log, jobs_reason, tuple(notes), opts.wheel, dist if opts.wheel else None, launcher,
-                package_name(checkout), facts.jobserver, joins, shims, inputs)
+                package_name(checkout), facts.jobserver, joins, shims, inputs, facts.linker_trial,
+                cfg.cache_root / "linkers.json")
 
 
 def remote_slots(hosts: list[str]) -> int:

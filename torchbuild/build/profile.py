@@ -66,12 +66,14 @@ def kind_of(output: str) -> str:
     return "codegen"
 
 
-def ninja_steps(log: Path, offset: int) -> list[Step]:
+def ninja_steps(log: Path, offset: int, since: float = 0.0) -> list[Step]:
     """The steps ninja ran from `offset` of its log on, anchored in time by the mtimes it records (each
-    ninja run's times count from its own start)."""
+    ninja run's times count from its own start). Where ninja rewrote its log meanwhile (it compacts a
+    long one), the steps whose outputs were written since `since` (seconds since the epoch)."""
     try:
+        compacted = offset > log.stat().st_size
         with open(log, "rb") as fh:
-            fh.seek(offset if offset <= log.stat().st_size else 0)
+            fh.seek(0 if compacted else offset)
             lines = fh.read().decode(errors="replace").splitlines()
     except OSError:
         return []
@@ -84,6 +86,8 @@ def ninja_steps(log: Path, offset: int) -> list[Step]:
             start, end, mtime = int(parts[0]), int(parts[1]), int(parts[2])
         except ValueError:
             continue
+        if compacted and mtime / (1e9 if mtime > 1e17 else 1e6 if mtime > 1e14 else 1.0) < since - 1:
+            continue  # written before this build
         if runs[-1] and end < runs[-1][-1][1]:  # times went back: the next ninja run
             runs.append([])
         runs[-1].append((start, end, mtime, parts[3]))
