@@ -318,6 +318,14 @@ def test_dry_run_prints_the_plan_and_runs_nothing(demo, tmp_path, monkeypatch):
     assert not Path(os.environ["TORCHBUILD_PATHS_LOGS"]).exists()
 
 
+def test_pytorchs_debug_variables_in_the_shell_choose_the_build_type(demo):
+    shown = build(demo, "--cuda", "none", "--dry-run", env={"DEBUG": "1"})
+    assert "DEBUG=1 in the environment: a debug build" in shown.stderr and "cpu-debug" in shown.output
+    assert "cpu-relwithdebinfo" in build(demo, "--cuda", "none", "--dry-run", env={"REL_WITH_DEB_INFO": "1"}).output
+    flag = build(demo, "--cuda", "none", "--dry-run", "--rel-with-deb-info", env={"DEBUG": "1"})
+    assert "cpu-relwithdebinfo" in flag.output and "in the environment" not in flag.stderr  # the flag wins
+
+
 def test_changed_configuration_reconfigures_the_tree(demo):
     build(demo, "--cuda", "none")
     done = build(demo, "--cuda", "none", "--set", "USE_FOO=1")

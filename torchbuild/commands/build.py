@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from .. import build as b
 from .. import console as _console
 from ..build import record
-from ..config import Config
+from ..config import Config, OriginKind
 from ..errors import TorchbuildError
 
 
@@ -21,11 +21,27 @@ def build(cfg: Config, debug: bool = False, rel_with_deb_info: bool = False, whe
         return print_record(cfg)
     if show_profile:
         return print_profile(cfg)
+    origin = cfg.origins.get("build.build_type")
+    if not (debug or rel_with_deb_info) and (origin is None or origin.kind == OriginKind.DEFAULT):
+        debug, rel_with_deb_info = shell_build_type(os.environ)
     request = b.BuildRequest.resolve(cfg, debug=debug, rel_with_deb_info=rel_with_deb_info, sets=sets,
                                      env_name=env_name, wheel=wheel, clean=clean, force=force, dry_run=dry_run,
                                      verbose=verbose, dist=dist, rerun=rerun, part=part)
     b.report(b.build(cfg, request, os.environ))
     return 0
+
+
+def shell_build_type(env: Mapping[str, str]) -> tuple[bool, bool]:
+    """DEBUG=1 / REL_WITH_DEB_INFO=1 in the shell, as PyTorch's docs tell developers to set them: the build
+    type when neither a flag nor build.build_type names one (said, since torchbuild sets both itself)."""
+    on = ("1", "on", "true", "yes", "y")
+    debug = env.get("DEBUG", "").lower() in on
+    rel = not debug and env.get("REL_WITH_DEB_INFO", "").lower() in on
+    if debug or rel:
+        _console.get().info(f"{'DEBUG' if debug else 'REL_WITH_DEB_INFO'}=1 in the environment: a "
+                            f"{'debug' if debug else 'relwithdebinfo'} build (build.build_type or --debug / "
+                            "--rel-with-deb-info choose otherwise)")
+    return debug, rel
 
 
 def print_record(cfg: Config) -> int:
