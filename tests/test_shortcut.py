@@ -3,6 +3,8 @@ where it gives what the whole build gives."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 from torchbuild.build.shortcut import changed_since, ninja_inputs, refusal
@@ -48,6 +50,9 @@ def test_an_edited_unit_rebuilds_without_pip_and_imports_what_the_whole_build_ma
     assert SHORTCUT in done.stderr and "1 compile step(s)" in done.stderr
     log = last_log(small_demo)
     assert "--target install" in log.splitlines()[0] and "pip" not in log and "build_ext" not in log
+    kept = json.loads(sorted(Path(os.environ["TORCHBUILD_PATHS_LOGS"]).rglob("*.record.json"),
+                             key=lambda p: p.stat().st_mtime)[-1].read_text())
+    assert kept["command"][1:3] == ["--build", "."] and kept["command_dir"] == "build"  # what ran, on record
     quick = checksum(small_demo)
     assert quick != first
     edit(small_demo / "minitorch/csrc/module.cpp", "static PyObject* checksum", "/* the loop */ static PyObject* "

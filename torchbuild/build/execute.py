@@ -208,7 +208,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                     # what the failed build wrote into the checkout is this tree's too (a switch moves it out)
                     write_marker(build, plan.key, plan.configure, None, remedies,
                                  files=outputs.record(checkout, build, before, files))
-                    _fail(plan, tracker, found, exc.returncode, probed, time.monotonic() - start, remedies)
+                    _fail(plan, tracker, found, exc.returncode, probed, time.monotonic() - start, remedies, quick)
         con.clear_progress()
         command_end = time.time()
         finished(checkout)
@@ -226,7 +226,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                                "setup.py")
         result.profile = profile.write(plan.log, steps, spans, profile.summarise(
             steps, spans, result.hits, result.misses, watch.peak.per_compiler), f"{plan.key} {plan.log.stem}")
-        record.write(probed, plan, time.monotonic() - start, "ok", 0, remedies, result.profile)
+        record.write(probed, plan, time.monotonic() - start, "ok", 0, remedies, result.profile, quick)
         if plan.linker_trial:
             linker_trial(plan, build, steps, base_env)
     result.seconds = time.monotonic() - start
@@ -319,7 +319,8 @@ def _apply_remedies(found: list[Diagnosis], remedies: Mapping[str, str], build: 
 
 
 def _fail(plan: Plan, tracker: Tracker, found: list[Diagnosis], code: int,
-          probed: Future[dict[str, object]], seconds: float, remedies: Mapping[str, str]) -> None:
+          probed: Future[dict[str, object]], seconds: float, remedies: Mapping[str, str],
+          command: list[str] | None = None) -> None:
     """Show the first error and what torchbuild knows of it; raise with the next command to run."""
     con = _console.get()
     con.error(f"the build of {plan.key} failed; the first error:")
@@ -327,7 +328,7 @@ def _fail(plan: Plan, tracker: Tracker, found: list[Diagnosis], code: int,
         con.info(f"  | {line}")
     for d in found:
         con.info(f"known failure {d.id}: {d.explain}; fix: {d.fix}")
-    written = record.write(probed, plan, seconds, "failed", code, remedies)
+    written = record.write(probed, plan, seconds, "failed", code, remedies, command=command)
     fix = found[0].fix if found else "fix the error above, then run `inv build` again (it resumes)"
     raise TorchbuildError(f"the build of {plan.key} failed (exit {code}); full log: {plan.log}",
                           f"{fix}; what produced it, for a bug report: {written} (`inv build --record`)")

@@ -92,9 +92,12 @@ def start(plan: Plan, base_env: Mapping[str, str]) -> Future[dict[str, object]]:
 
 
 def write(found: Future[dict[str, object]], plan: Plan, seconds: float, result: str, exit_code: int,
-          remedies: Mapping[str, str] | None = None, profile: Mapping[str, object] | None = None) -> Path:
-    """Write the record of this build next to its log (with its profile); returns its path."""
-    record = {**found.result(), "result": result, "exit_code": exit_code, "seconds": round(seconds, 2),
+          remedies: Mapping[str, str] | None = None, profile: Mapping[str, object] | None = None,
+          command: list[str] | None = None) -> Path:
+    """Write the record of this build next to its log (with its profile, and the command that ran where it
+    was the loop's shortcut, in build/); returns its path."""
+    ran = {"command": command, "command_dir": "build"} if command else {}
+    record = {**found.result(), **ran, "result": result, "exit_code": exit_code, "seconds": round(seconds, 2),
               "remedies": dict(remedies or {}), "profile": dict(profile or {}),
               "environment": {k: v for k, v in sorted(plan.changes.items()) if v is not None}}
     path = path_for(plan.log)
