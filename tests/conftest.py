@@ -133,3 +133,18 @@ def wait_for_port(port: int, proc: subprocess.Popen, what: str = "the daemon") -
         except OSError:
             assert time.monotonic() < deadline and proc.poll() is None, f"{what} did not start"
             time.sleep(0.05)
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory) -> Path:
+    """torchbuild's wheel with its dependencies in a fresh venv outside the repo (as pipx would make it);
+    its `torchbuild` script. Made once for the tests of the installed command and of the wheel."""
+    root = tmp_path_factory.mktemp("installed")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(root / "dist"), str(REPO)],
+                   check=True, capture_output=True)
+    (wheel,) = (root / "dist").glob("torchbuild-*.whl")
+    subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True)
+    done = subprocess.run([str(root / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return root / "venv" / "bin" / "torchbuild"

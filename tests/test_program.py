@@ -12,24 +12,10 @@ import pytest
 
 from torchbuild.demo import make_upstream
 
-from .conftest import REPO, git
+from .conftest import git
 
 pytestmark = pytest.mark.slow
 MINOR = f"{sys.version_info[0]}.{sys.version_info[1]}"
-
-
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
-    """torchbuild's wheel with its dependencies in a fresh venv (as pipx would); its `torchbuild` script."""
-    root = tmp_path_factory.mktemp("installed")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(root / "dist"), str(REPO)],
-                   check=True, capture_output=True)
-    (wheel,) = (root / "dist").glob("torchbuild-*.whl")
-    subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True)
-    done = subprocess.run([str(root / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return root / "venv" / "bin" / "torchbuild"
 
 
 def torchbuild(program: Path, *args: str, cwd: Path, check: bool = True, timeout: float = 600) -> str:

@@ -46,21 +46,10 @@ def test_a_reinstall_replaces_the_old_files_and_pip_sees_one_version(tmp_path):
     assert not (site / "tbdemo").exists() and not (venv / "bin" / "tbdemo-hello").exists()
 
 
-def test_torchbuilds_own_wheel_holds_every_subpackage_and_its_data(tmp_path):
+def test_torchbuilds_own_wheel_holds_every_subpackage_and_its_data(installed, tmp_path):
     """A non-editable install (the wheel, as `pip install .` or pipx make it), in a fresh venv outside the
     repo: every subpackage imports, the release and failure tables load, and the demo upstream is made."""
-    import pytest
-
-    repo = Path(__file__).resolve().parent.parent
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
-                    str(tmp_path / "dist"), str(repo)], check=True, capture_output=True)
-    (wheel,) = (tmp_path / "dist").glob("torchbuild-*.whl")
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    py = str(venv / "bin" / "python")
-    done = subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", str(wheel)], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.fail(done.stderr)
+    py = str(installed.parent / "python")
     code = ("import pathlib, torchbuild, torchbuild.build.execute, torchbuild.git.buildclones\n"
             "import torchbuild.commands.build\n"
             "from torchbuild import compat, diagnose, demo\n"

@@ -93,6 +93,18 @@ struct Kernel {
 }  // namespace c10
 """
 
+# USE_PRECOMPILED_HEADERS=1's header, as ATen/core/ATen_pch.h is PyTorch's: what nearly every unit includes.
+PCH_HEADER = """#pragma once
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "c10/core.h"
+"""
+
 IDENTITY = {
     "GIT_AUTHOR_NAME": "torchbuild demo",
     "GIT_AUTHOR_EMAIL": "demo@torchbuild.invalid",
@@ -214,6 +226,8 @@ def project_files(name: str, units: int = UNITS) -> dict[str, str | bytes]:
             files[f"c10/core/unit_{i:02d}.cpp"] = UNIT.format(i=i) if i < UNITS else scaled_unit(i)
         if units > UNITS:
             files["c10/include/c10/util/scaled.h"] = SCALED_HEADER
+        scaled = '#include "c10/util/scaled.h"\n' if units > UNITS else ""
+        files["c10/include/c10/util/c10_pch.h"] = PCH_HEADER + scaled
         files[".gitignore"] = ("/build/\n/dist/\n*.so\n*.egg-info/\n__pycache__/\n/compile_commands.json\n"
                                "/minitorch/lib/\n/minitorch/include/\n/minitorch/share/\n/minitorch/bin/\n"
                                "/minitorch/version.py\n/third_party/nccl/\n/third_party/eigen/\n")
