@@ -29,7 +29,7 @@ from . import outputs, profile, record, shortcut
 from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
 from .plan import Plan, affects_configure, package_name
 from .request import BuildRequest
-from .shortcut import whole_way, worktree
+from .shortcut import whole_way, with_jobs
 from .split import place_core
 from .trees import (
     activate_tree,
@@ -41,7 +41,7 @@ from .trees import (
     remove_tree,
     write_marker,
 )
-from .uptodate import configured_for, inputs_stamp, installed, nothing_to_do, pending, tree_ninja
+from .uptodate import configured_for, inputs_stamp, installed, nothing_to_do, pending, tree_ninja, worktree
 
 TRUE = ("1", "on", "true", "yes", "y")
 
@@ -179,15 +179,14 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         command_start = time.time()
         with open(plan.log, "w", buffering=1) as log, usage.Watch(interval=0.5) as watch:  # line-buffered
             for attempt in (1, 2):
-                log.write(format_command(quick or list(plan.command), base_env, plan.changes,
-                                         build if quick else checkout) + "\n")
+                log.write(format_command(with_jobs(quick, plan.changes) if quick else list(plan.command), base_env,
+                                         plan.changes, build if quick else checkout) + "\n")
                 try:
                     try:
                         with job_slots(plan) as (changes, waited):
                             result.waited_for_jobs += waited
-                            argv = shortcut.command(build, merged_env(base_env, changes)) if quick else None
-                            run(argv or list(plan.command), cwd=build if argv else checkout,
-                                env={**changes, BUILD_ID: running},
+                            run(with_jobs(quick, changes) if quick else list(plan.command),
+                                cwd=build if quick else checkout, env={**changes, BUILD_ID: running},
                                 base_env=base_env, echo=opts.verbose,
                                 on_line=_show(tracker, opts.verbose, log, timeline),
                                 log=log)
@@ -208,7 +207,8 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                     # what the failed build wrote into the checkout is this tree's too (a switch moves it out)
                     write_marker(build, plan.key, plan.configure, None, remedies,
                                  files=outputs.record(checkout, build, before, files))
-                    _fail(plan, tracker, found, exc.returncode, probed, time.monotonic() - start, remedies, quick)
+                    _fail(plan, tracker, found, exc.returncode, probed, time.monotonic() - start, remedies,
+                          with_jobs(quick, plan.changes) if quick else None)
         con.clear_progress()
         command_end = time.time()
         finished(checkout)
@@ -226,7 +226,8 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                                "setup.py")
         result.profile = profile.write(plan.log, steps, spans, profile.summarise(
             steps, spans, result.hits, result.misses, watch.peak.per_compiler), f"{plan.key} {plan.log.stem}")
-        record.write(probed, plan, time.monotonic() - start, "ok", 0, remedies, result.profile, quick)
+        record.write(probed, plan, time.monotonic() - start, "ok", 0, remedies, result.profile,
+                     with_jobs(quick, plan.changes) if quick else None)
         if plan.linker_trial:
             linker_trial(plan, build, steps, base_env)
     result.seconds = time.monotonic() - start

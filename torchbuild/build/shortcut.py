@@ -18,33 +18,10 @@ import shutil
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from ..run import run
+from .uptodate import cache_entry
 
 NEWEST_INPUT = re.compile(r"ninja explain: output .+ older than most recent input (.+) \(\d+ vs \d+\)$")
 IN_PLACE = (".py", ".pyi")
-
-
-def worktree(checkout: Path, prefix: str = "") -> dict[str, list[int] | None]:
-    """Every file git lists as changed, new or deleted, by size and mtime; a submodule with changes by
-    its own files, recursively."""
-    out = run(["git", "status", "--porcelain", "-z", "--untracked-files=all"], cwd=checkout, capture=True,
-              echo=False, check=False).stdout
-    entries: dict[str, list[int] | None] = {}
-    fields = iter(out.split("\0"))
-    for entry in fields:
-        if not entry:
-            continue
-        if entry[0] in "RC":  # a rename's second field is where it came from: changed too
-            entries[prefix + next(fields, "")] = None
-        path = checkout / entry[3:]
-        if path.is_dir() and (path / ".git").exists():
-            head = run(["git", "rev-parse", "HEAD"], cwd=path, capture=True, echo=False, check=False).stdout
-            entries[prefix + entry[3:]] = [int(head.strip()[:12] or "0", 16)]  # its commit, and its files:
-            entries.update(worktree(path, f"{prefix}{entry[3:]}/"))
-            continue
-        st = path.stat() if path.is_file() else None
-        entries[prefix + entry[3:]] = [st.st_size, st.st_mtime_ns] if st else None
-    return entries
 
 
 def changed_since(before: Mapping[str, object], now: Mapping[str, object]) -> list[str]:
@@ -79,15 +56,16 @@ def refusal(changed: list[str], named: set[str], package: str, outputs: Mapping[
 
 
 def command(build: Path, env: Mapping[str, str]) -> list[str] | None:
-    """setup.py's build step as tools/setup_helpers/cmake.py runs it, by `cmake` on the build's PATH."""
+    """setup.py's build step as tools/setup_helpers/cmake.py runs it, by `cmake` on the build's PATH
+    (`with_jobs` adds MAX_JOBS as it stands when the build starts)."""
     cmake = shutil.which("cmake", path=env.get("PATH"))
-    if cmake is None:
-        return None
-    cached = re.search(r"(?m)^CMAKE_BUILD_TYPE:\w+=(\S+)$", (build / "CMakeCache.txt").read_text(errors="replace"))
-    argv = [cmake, "--build", ".", "--target", "install", "--config", cached.group(1) if cached else "Release"]
-    if env.get("MAX_JOBS"):
-        argv += ["-j", str(env["MAX_JOBS"])]
-    return argv
+    return [cmake, "--build", ".", "--target", "install", "--config",
+            cache_entry(build, "CMAKE_BUILD_TYPE") or "Release"] if cmake else None
+
+
+def with_jobs(argv: list[str], env: Mapping[str, str | None]) -> list[str]:
+    """The command with setup.py's `-j MAX_JOBS` when MAX_JOBS is set."""
+    return [*argv, "-j", str(env["MAX_JOBS"])] if env.get("MAX_JOBS") else argv
 
 
 def whole_way(checkout: Path, build: Path, package: str, marker: Mapping[str, object], explained: list[str] | None,
@@ -96,10 +74,8 @@ def whole_way(checkout: Path, build: Path, package: str, marker: Mapping[str, ob
     result). The caller has checked the stamp, the install and the tree's files in the checkout."""
     if explained is None:
         return "no ninja tree to ask"
-    cache = build / "CMakeCache.txt"
-    prefix = re.search(r"(?m)^CMAKE_INSTALL_PREFIX:\w+=(.*)$", cache.read_text(errors="replace")) \
-        if cache.is_file() else None
-    if prefix is None or Path(prefix.group(1).strip()).resolve() != (checkout / package).resolve():
+    prefix = cache_entry(build, "CMAKE_INSTALL_PREFIX")
+    if prefix is None or Path(prefix).resolve() != (checkout / package).resolve():
         return f"CMake does not install into {checkout / package} (PyTorch's CMAKE_INSTALL_PREFIX)"
     before = marker.get("worktree")
     if not isinstance(before, dict):

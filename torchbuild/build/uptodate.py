@@ -13,7 +13,6 @@ from typing import Mapping
 from ..digest import digest
 from ..run import run
 from .plan import Plan
-from .shortcut import worktree
 from .split import installed_core
 
 # `ninja -n -d explain` on a tree whose only work is an always-run target (PyTorch's gen_torch_version,
@@ -21,12 +20,18 @@ from .split import installed_core
 ALWAYS_RUN = re.compile(r"ninja explain: output (?:\S+/)?CMakeFiles/[^/.\s]+ doesn't exist")
 
 
+def cache_entry(build: Path, name: str) -> str | None:
+    """A variable's value in the tree's CMakeCache.txt (None: no cache, or not in it)."""
+    cache = build / "CMakeCache.txt"
+    found = re.search(rf"(?m)^{re.escape(name)}:\w+=(.*)$", cache.read_text(errors="replace")) \
+        if cache.is_file() else None
+    return found.group(1).strip() if found else None
+
+
 def configured_for(build: Path) -> Path | None:
     """The source folder the tree's CMakeCache.txt was configured for (None without one)."""
-    cache = build / "CMakeCache.txt"
-    found = re.search(r"(?m)^CMAKE_HOME_DIRECTORY:INTERNAL=(.*)$", cache.read_text(errors="replace")) \
-        if cache.is_file() else None
-    return Path(found.group(1).strip()).resolve() if found else None
+    home = cache_entry(build, "CMAKE_HOME_DIRECTORY")
+    return Path(home).resolve() if home else None
 
 
 def inputs_stamp(plan: Plan) -> str:
@@ -52,6 +57,29 @@ def inputs_stamp(plan: Plan) -> str:
         site, installed = installed_core(plan)
         against = [[f, (site / f).stat().st_size] for f in installed if (site / f).is_file()]
     return digest([command, sorted(plan.inputs.items()), tree, files, against])
+
+
+def worktree(checkout: Path, prefix: str = "") -> dict[str, list[int] | None]:
+    """Every file git lists as changed, new or deleted, by size and mtime; a submodule with changes by
+    its own files, recursively."""
+    out = run(["git", "status", "--porcelain", "-z", "--untracked-files=all"], cwd=checkout, capture=True,
+              echo=False, check=False).stdout
+    entries: dict[str, list[int] | None] = {}
+    fields = iter(out.split("\0"))
+    for entry in fields:
+        if not entry:
+            continue
+        if entry[0] in "RC":  # a rename's second field is where it came from: changed too
+            entries[prefix + next(fields, "")] = None
+        path = checkout / entry[3:]
+        if path.is_dir() and (path / ".git").exists():
+            head = run(["git", "rev-parse", "HEAD"], cwd=path, capture=True, echo=False, check=False).stdout
+            entries[prefix + entry[3:]] = [int(head.strip()[:12] or "0", 16)]  # its commit, and its files:
+            entries.update(worktree(path, f"{prefix}{entry[3:]}/"))
+            continue
+        st = path.stat() if path.is_file() else None
+        entries[prefix + entry[3:]] = [st.st_size, st.st_mtime_ns] if st else None
+    return entries
 
 
 def worktree_state(checkout: Path, changes: bool) -> list[object]:
@@ -83,10 +111,8 @@ def pending(build: Path, plan: Plan, base_env: Mapping[str, str]) -> list[str] |
 def tree_ninja(build: Path) -> str | None:
     """The ninja CMake configured the tree for (CMAKE_MAKE_PROGRAM): another version on PATH would find
     the tree's logs in a format it does not read, and start over (a rebuild of everything)."""
-    cache = build / "CMakeCache.txt"
-    found = re.search(r"(?m)^CMAKE_MAKE_PROGRAM:\w+=(.*ninja[^/]*)$", cache.read_text(errors="replace")) \
-        if cache.is_file() else None
-    return found.group(1).strip() if found and Path(found.group(1).strip()).is_file() else None
+    program = cache_entry(build, "CMAKE_MAKE_PROGRAM")
+    return program if program and "ninja" in Path(program).name and Path(program).is_file() else None
 
 
 def nothing_to_do(explained: list[str] | None) -> bool:

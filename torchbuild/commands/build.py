@@ -8,6 +8,7 @@ from typing import Mapping, Sequence
 from .. import build as b
 from .. import console as _console
 from ..build import record
+from ..build.execute import TRUE
 from ..config import Config, OriginKind
 from ..errors import TorchbuildError
 
@@ -34,9 +35,8 @@ def build(cfg: Config, debug: bool = False, rel_with_deb_info: bool = False, whe
 def shell_build_type(env: Mapping[str, str]) -> tuple[bool, bool]:
     """DEBUG=1 / REL_WITH_DEB_INFO=1 in the shell, as PyTorch's docs tell developers to set them: the build
     type when neither a flag nor build.build_type names one (said, since torchbuild sets both itself)."""
-    on = ("1", "on", "true", "yes", "y")
-    debug = env.get("DEBUG", "").lower() in on
-    rel = not debug and env.get("REL_WITH_DEB_INFO", "").lower() in on
+    debug = env.get("DEBUG", "").lower() in TRUE
+    rel = not debug and env.get("REL_WITH_DEB_INFO", "").lower() in TRUE
     if debug or rel:
         _console.get().info(f"{'DEBUG' if debug else 'REL_WITH_DEB_INFO'}=1 in the environment: a "
                             f"{'debug' if debug else 'relwithdebinfo'} build (build.build_type or --debug / "

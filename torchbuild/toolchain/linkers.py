@@ -60,6 +60,9 @@ class Remembered:
                 self.known = {}
         self.changed = False
 
+    def find(self, key: list[object]) -> dict[str, object] | None:
+        return self.known.get(json.dumps(key))
+
     def get(self, key: list[object], compute: Callable[[], dict[str, object]]) -> dict[str, object]:
         text = json.dumps(key)
         if text not in self.known:
@@ -182,8 +185,13 @@ def _trial_key(linkers: list[Linker]) -> list[object]:
 
 def measured(linkers: list[Linker], cache: Path | None) -> dict[str, float] | None:
     """The trial's seconds per linker on this machine (None: no trial yet)."""
-    entry = Remembered(cache).known.get(json.dumps(_trial_key(linkers)))
-    return dict(entry["seconds"]) if entry else None  # type: ignore[call-overload]
+    entry = Remembered(cache).find(_trial_key(linkers))
+    return _seconds(entry) if entry else None
+
+
+def _seconds(entry: Mapping[str, object]) -> dict[str, float]:
+    seconds = entry.get("seconds")
+    return {str(k): float(v) for k, v in seconds.items()} if isinstance(seconds, dict) else {}
 
 
 def with_linker(command: str, name: str, output: str) -> str:
@@ -200,24 +208,26 @@ def trial(command: str, cwd: Path, linkers: list[Linker], env: Mapping[str, str]
           library: str) -> dict[str, float]:
     """Run one link step of the build again with each linker the compiler accepts (best of two, into a
     scratch file), remember the seconds, and return them."""
-    seconds = {}
-    for ln in (x for x in linkers if x.accepted):
-        scratch = cwd / f".torchbuild-trial-{ln.name}-{os.getpid()}"
-        line = with_linker(command, ln.name, str(scratch))
-        best = float("inf")
-        try:
-            for _ in range(2):
-                start = time.monotonic()
-                res = run(["sh", "-c", line], cwd=cwd, capture=True, echo=False, check=False, base_env=dict(env))
-                if res.returncode != 0:
-                    break
-                best = min(best, time.monotonic() - start)
-        finally:
-            scratch.unlink(missing_ok=True)
-        if best < float("inf"):
-            seconds[ln.name] = round(best, 3)
+    def time_each() -> dict[str, object]:
+        seconds = {}
+        for ln in (x for x in linkers if x.accepted):
+            scratch = cwd / f".torchbuild-trial-{ln.name}-{os.getpid()}"
+            line = with_linker(command, ln.name, str(scratch))
+            best = float("inf")
+            try:
+                for _ in range(2):
+                    start = time.monotonic()
+                    res = run(["sh", "-c", line], cwd=cwd, capture=True, echo=False, check=False, base_env=dict(env))
+                    if res.returncode != 0:
+                        break
+                    best = min(best, time.monotonic() - start)
+            finally:
+                scratch.unlink(missing_ok=True)
+            if best < float("inf"):
+                seconds[ln.name] = round(best, 3)
+        return {"seconds": seconds, "library": library}
+
     remembered = Remembered(cache)
-    remembered.known[json.dumps(_trial_key(linkers))] = {"seconds": seconds, "library": library}
-    remembered.changed = True
+    entry = remembered.get(_trial_key(linkers), time_each)
     remembered.save()
-    return seconds
+    return _seconds(entry)
