@@ -14,6 +14,7 @@ from typing import Iterator
 
 from . import console as _console
 from .console import mask
+from .errors import TorchbuildError
 
 STATE = ".torchbuild"  # a checkout's own state folder: its locks, its kept build trees
 
@@ -47,25 +48,44 @@ def locked(lockfile: Path, what: str, busy: str | None = None) -> Iterator[None]
 def state_dir(checkout: Path) -> Path:
     """The checkout's .torchbuild/ (locks, kept trees), which git is told to ignore before it is made:
     `git status` (and so a matrix session's fingerprint) never sees its files come and go."""
+    if not checkout.is_dir():
+        raise TorchbuildError(f"{checkout} is not a folder: there is no checkout here",
+                              "run the command inside a checkout, pass --path, or run `torchbuild clone` first")
     exclude_state(checkout)
     (checkout / STATE).mkdir(exist_ok=True)
     return checkout / STATE
 
 
-def exclude_state(checkout: Path) -> None:
-    """Keep .torchbuild/ out of the checkout's `git status` (in .git/info/exclude, not .gitignore)."""
+def exclude_file(checkout: Path) -> Path | None:
+    """The info/exclude git reads for the checkout (`git rev-parse --git-path info/exclude`): a worktree's
+    and a submodule's .git file points at their own git dir, and info/ lives in its common dir."""
     git_dir = checkout / ".git"
     if git_dir.is_file():
-        text = git_dir.read_text().strip()
+        text = git_dir.read_text(errors="replace").strip()
         git_dir = (checkout / text.split(":", 1)[1].strip()).resolve() if text.startswith("gitdir:") else git_dir
-    exclude = git_dir / "info" / "exclude"
     if not git_dir.is_dir():
+        return None
+    common = git_dir / "commondir"  # a linked worktree: git reads info/exclude from the main git dir
+    if common.is_file():
+        git_dir = (git_dir / common.read_text(errors="replace").strip()).resolve()
+    return git_dir / "info" / "exclude"
+
+
+def exclude_state(checkout: Path) -> None:
+    """Keep .torchbuild/ out of the checkout's `git status` (in info/exclude, not .gitignore)."""
+    exclude = exclude_file(checkout)
+    if exclude is None:
         return
-    current = exclude.read_text() if exclude.exists() else ""
-    if f"/{STATE}/" not in current.split():
-        exclude.parent.mkdir(parents=True, exist_ok=True)
-        with open(exclude, "a") as fh:  # appended, never rewritten: a build beside us may be reading it
-            fh.write(("" if current.endswith("\n") or not current else "\n") + f"/{STATE}/\n")
+    try:
+        current = exclude.read_text() if exclude.exists() else ""
+        if f"/{STATE}/" not in current.split():
+            exclude.parent.mkdir(parents=True, exist_ok=True)
+            with open(exclude, "a") as fh:  # appended, never rewritten: a build beside us may be reading it
+                fh.write(("" if current.endswith("\n") or not current else "\n") + f"/{STATE}/\n")
+    except OSError as exc:  # immutable, read-only, or a folder in the file's place
+        raise TorchbuildError(f"cannot tell git to ignore {checkout / STATE}: {exclude} is not writable "
+                              f"({exc.strerror or exc})", f"make {exclude} a writable file (or add the line "
+                              f"/{STATE}/ to it yourself), then run the command again") from exc
 
 
 def checkout_lock(checkout: Path, what: str, busy: str | None = None) -> contextlib.AbstractContextManager[None]:

@@ -29,7 +29,7 @@ from . import outputs, profile, record, shortcut
 from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
 from .plan import Plan, affects_configure, package_name
 from .request import BuildRequest
-from .shortcut import whole_way, with_jobs
+from .shortcut import off_graph, whole_way, with_jobs
 from .split import place_core
 from .trees import (
     activate_tree,
@@ -135,7 +135,9 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
             and marker.get("done") == stamp and outputs.in_place(checkout, files) \
             and (kept is not None if plan.wheel else installed(plan))
         explained = pending(build, plan, base_env) if same else None
-        if same and nothing_to_do(explained):
+        tree = worktree(checkout) if not plan.wheel and (checkout / ".git").exists() else None
+        edited = off_graph(marker, tree, plan.package, files) if same and marker and tree is not None else None
+        if same and edited is None and nothing_to_do(explained):
             what = f"the wheel {kept.name}" if kept else "the install"
             con.info(f"up to date: ninja has no work, the inputs, the {len(files)} file(s) in the checkout and "
                      f"{what} are this configuration's; nothing was run (--rerun runs the build command anyway)")
@@ -143,7 +145,6 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
             result.up_to_date = True
             result.wheel = kept
             return result
-        tree = worktree(checkout) if not plan.wheel and (checkout / ".git").exists() else None
         quick = None
         if same and tree is not None and opts.shortcut and marker is not None and not plan.changes.get(
                 "BUILD_PYTHON_ONLY"):
@@ -152,6 +153,8 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
             con.info(f"only files ninja builds from changed since the last build: `cmake {' '.join(quick[1:])}` in "
                      "build/, as setup.py runs it, without pip (--rerun goes the whole way)" if quick else
                      f"the whole way through setup.py: {why or 'no cmake on the PATH'}")
+        elif edited:
+            con.info(f"the whole way: {edited}")
         build.mkdir(exist_ok=True)  # the tree is this configuration's from now on, even if interrupted
         write_marker(build, plan.key, plan.configure, None, remedies, files=files)
         before = outputs.snapshot(checkout)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import AbstractSet, Iterable, Mapping
 
 from .uptodate import cache_entry
 
@@ -42,7 +42,7 @@ def ninja_inputs(explain: Iterable[str], build: Path, checkout: Path) -> set[str
     return named
 
 
-def refusal(changed: list[str], named: set[str], package: str, outputs: Mapping[str, object]) -> str | None:
+def refusal(changed: list[str], named: AbstractSet[str], package: str, outputs: Mapping[str, object]) -> str | None:
     """Why the shortcut would not give what the whole build gives (None: it would)."""
     for path in changed:
         if path in outputs:
@@ -77,7 +77,15 @@ def whole_way(checkout: Path, build: Path, package: str, marker: Mapping[str, ob
     prefix = cache_entry(build, "CMAKE_INSTALL_PREFIX")
     if prefix is None or Path(prefix).resolve() != (checkout / package).resolve():
         return f"CMake does not install into {checkout / package} (PyTorch's CMAKE_INSTALL_PREFIX)"
+    return off_graph(marker, now, package, outputs, ninja_inputs(explained, build, checkout))
+
+
+def off_graph(marker: Mapping[str, object], now: Mapping[str, object], package: str, outputs: Mapping[str, object],
+              named: AbstractSet[str] = frozenset()) -> str | None:
+    """Why a file changed since the tree's last complete build needs the whole build (None: every change
+    is one ninja rebuilds from, `named`, Python imported in place, or the build's own output). With no
+    ninja work, this is what keeps stub.c, tools/setup_helpers or a new file from passing as "up to date"."""
     before = marker.get("worktree")
     if not isinstance(before, dict):
         return "the last build did not record the working tree"
-    return refusal(changed_since(before, now), ninja_inputs(explained, build, checkout), package, outputs)
+    return refusal(changed_since(before, now), named, package, outputs)

@@ -4,6 +4,7 @@ ninja's pending work, the env's install of the checkout, the source folder the t
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import time
@@ -12,6 +13,7 @@ from typing import Mapping
 
 from ..digest import digest
 from ..run import run
+from .outputs import OWN
 from .plan import Plan
 from .split import installed_core
 
@@ -69,6 +71,8 @@ def worktree(checkout: Path, prefix: str = "") -> dict[str, list[int] | None]:
     for entry in fields:
         if not entry:
             continue
+        if not prefix and entry[3:].split("/", 1)[0] in OWN:  # torchbuild's and the build's own folders
+            continue
         if entry[0] in "RC":  # a rename's second field is where it came from: changed too
             entries[prefix + next(fields, "")] = None
         path = checkout / entry[3:]
@@ -122,15 +126,40 @@ def nothing_to_do(explained: list[str] | None) -> bool:
 
 
 def installed(plan: Plan) -> bool:
-    """The env still points at this checkout (an editable install) and the package's extensions exist."""
+    """The env imports the package from this checkout, and from nowhere else, and its extensions exist."""
     package = plan.checkout / plan.package
     if not package.is_dir() or not any(package.glob("*.so")):
         return False
+    served = set()
     for site in plan.env.prefix.glob("lib/python*/site-packages"):
-        for link in list(site.glob("*.pth")) + list(site.glob("*.egg-link")) + list(site.glob("__editable__*")):
-            try:
-                if str(plan.checkout) in link.read_text(errors="replace"):
-                    return True
-            except (OSError, IsADirectoryError):
-                continue
-    return False
+        served |= serving(site, plan.package)
+    return served == {package.resolve()}
+
+
+FINDER_MAPPING = re.compile(r"(?m)^MAPPING\s*(?::[^=\n]*)?=\s*(\{.*?\})\s*$")
+
+
+def serving(site: Path, package: str) -> set[Path]:
+    """The folders an env's site-packages imports `package` from, as its editable installs map it, by
+    exact resolved path: setuptools' finder (`__editable___*_finder.py` MAPPING), a .pth line, an
+    .egg-link (`setup.py develop`). A path that merely starts like the checkout's is another checkout."""
+    import ast
+
+    found: set[Path] = set()
+    for finder in site.glob("__editable___*_finder.py"):
+        with contextlib.suppress(OSError, ValueError, SyntaxError):
+            mapped = FINDER_MAPPING.search(finder.read_text(errors="replace"))
+            mapping = ast.literal_eval(mapped.group(1)) if mapped else {}
+            if isinstance(mapping, dict) and isinstance(mapping.get(package), str):
+                found.add(Path(mapping[package]).resolve())
+    for link in [*site.glob("*.pth"), *site.glob("*.egg-link")]:
+        with contextlib.suppress(OSError):
+            lines = link.read_text(errors="replace").splitlines()
+            for line in lines[:1] if link.suffix == ".egg-link" else lines:
+                line = line.strip()
+                if not line or line.startswith(("#", "import ", "import\t")):
+                    continue
+                root = (site / line).resolve()
+                if (root / package).is_dir():
+                    found.add((root / package).resolve())
+    return found

@@ -74,6 +74,9 @@ def print_profile(cfg: Config) -> int:
 def clean(cfg: Config, all_trees: bool = False, config: str | None = None) -> int:
     """Remove build trees (never sources) and say what and how many bytes."""
     con = _console.get()
+    if not (cfg.source_path / ".git").exists():
+        raise TorchbuildError(f"no checkout at {cfg.source_path}: nothing to clean",
+                              "run the command inside a checkout, or pass --path to one")
     removed, kept = b.clean(cfg.source_path, all_trees, config)
     for tree in kept:
         con.warn(f"kept {tree}: torchbuild did not make it (remove it yourself if you no longer need it)")

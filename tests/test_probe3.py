@@ -1,0 +1,97 @@
+"""What the third hostile probe and the real-driver check found (issue 29): never a stale or foreign binary
+served as "up to date", never a write outside the checkout or over the user's own files, one clear line
+instead of a traceback. Real git, cmake, ninja and gcc on the demo."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from torchbuild.demo import make_upstream
+
+from .conftest import git, inv
+from .test_build import build, env_python, shared, small_demo  # noqa: F401  (fixtures)
+from .test_shortcut import edit
+
+UP_TO_DATE = "up to date:"
+
+
+def where(checkout: Path) -> str:
+    """Where the shared env imports minitorch's extension from."""
+    return subprocess.run([str(env_python()), "-c", "import minitorch._C as c; print(c.__file__)"],
+                          cwd=checkout.parent.parent, check=True, capture_output=True, text=True).stdout.strip()
+
+
+# ----------------------------------------------------------------------------- 1. exact install paths
+
+
+def test_a_checkout_whose_path_prefixes_another_is_not_up_to_date_when_the_env_imports_the_other(
+        small_demo, tmp_path):  # noqa: F811
+    fix = tmp_path / "co-fix"  # ~/pytorch and ~/pytorch-fix: one path starts the other
+    shutil.copytree(small_demo, fix, symlinks=True)
+    build(small_demo, "--cuda", "none")
+    build(fix, "--cuda", "none")
+    assert where(small_demo).startswith(str(fix / "minitorch") + os.sep)
+    again = build(small_demo, "--cuda", "none")
+    assert UP_TO_DATE not in again.stderr
+    assert where(small_demo).startswith(str(small_demo / "minitorch") + os.sep)
+    assert UP_TO_DATE in build(small_demo, "--cuda", "none").stderr
+
+
+# ----------------------------------------------------------------------------- 2. edits outside ninja's graph
+
+
+def test_an_edit_only_setup_py_builds_from_is_never_served_stale(small_demo, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("TORCHBUILD_BUILD_SHORTCUT", "false")  # it predates the shortcut: both ways must see it
+    build(small_demo, "--cuda", "none")
+    edit(small_demo / "minitorch/csrc/stub.c", "{ return initModule(); }",
+         "{ PyObject* m = initModule(); if (m) PyModule_AddIntConstant(m, \"STUB_EDIT\", 7); return m; }")
+    done = build(small_demo, "--cuda", "none")
+    assert UP_TO_DATE not in done.stderr
+    assert "minitorch/csrc/stub.c changed and ninja does not build from it" in done.stderr
+    probe = "import minitorch._C as c; print(c.STUB_EDIT)"
+    assert subprocess.run([str(env_python()), "-c", probe], cwd=small_demo.parent, capture_output=True,
+                          text=True).stdout.strip() == "7"
+    assert UP_TO_DATE in build(small_demo, "--cuda", "none").stderr  # built: that edit is the tree's now
+    helper = next((small_demo / "tools").rglob("*.py"))
+    helper.write_text(helper.read_text() + "\n# a change setup.py runs\n")
+    done = build(small_demo, "--cuda", "none")
+    assert UP_TO_DATE not in done.stderr and f"{helper.relative_to(small_demo)} changed" in done.stderr
+    monkeypatch.delenv("TORCHBUILD_BUILD_SHORTCUT")
+    (small_demo / "minitorch/csrc/new_helper.c").write_text("int helper(void) { return 1; }\n")
+    assert UP_TO_DATE not in build(small_demo, "--cuda", "none").stderr  # a new file: not proven, the whole way
+
+
+# ----------------------------------------------------------------------------- 5. worktrees, and info/exclude
+
+
+def test_a_worktree_ignores_torchbuilds_folder_and_an_unwritable_exclude_is_one_line(tmp_path):
+    repo = tmp_path / "co"
+    inv("clone", "--url", make_upstream(tmp_path / "upstream", units=1).url("pytorch"), "--path", str(repo),
+        check=True)
+    git(repo, "worktree", "add", "-q", str(tmp_path / "wt"), "-b", "feature")
+    inv("clean", "--path", str(tmp_path / "wt"), check=True)
+    assert (tmp_path / "wt" / ".torchbuild").is_dir()
+    assert git(tmp_path / "wt", "status", "--porcelain", "--untracked-files=all") == ""
+    assert git(tmp_path / "wt", "rev-parse", "--git-path", "info/exclude").endswith(".git/info/exclude")
+
+    other = tmp_path / "co2"
+    shutil.copytree(repo, other, symlinks=True, ignore=shutil.ignore_patterns(".torchbuild"))
+    exclude = other / ".git" / "info" / "exclude"
+    exclude.unlink()
+    exclude.mkdir()  # a folder in the file's place
+    done = inv("clean", "--path", str(other), check=False)
+    assert done.returncode != 0 and "Traceback" not in done.output
+    assert f"{exclude} is not writable" in done.stderr and not (other / ".torchbuild").exists()
+
+
+def test_clean_where_there_is_no_checkout_says_so_in_one_line(tmp_path):
+    for folder in (tmp_path / "empty", tmp_path / "missing"):
+        if folder.name == "empty":
+            folder.mkdir()
+        done = inv("clean", "--path", str(folder), check=False)
+        assert done.returncode != 0 and "Traceback" not in done.output
+        assert f"no checkout at {folder}" in done.stderr
+    assert not (tmp_path / "missing").exists() and list((tmp_path / "empty").iterdir()) == []
