@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -25,7 +26,8 @@ from .. import envs
 from ..build import outputs, trees
 from ..config import Config
 from ..digest import digest
-from ..errors import TorchbuildError
+from ..errors import CommandError, TorchbuildError
+from ..locks import state_dir
 from ..run import run
 from . import index, place
 
@@ -90,7 +92,12 @@ def nightly(cfg: Config, request: NightlyRequest, base_env: Mapping[str, str]) -
                               "platform", "check nightly.index_url and nightly.package, or choose --python/--cuda")
     wheel, commit = choose(cfg, checkout, request, package, url, versions, env, pip_env)
     if request.branch:
-        run(["git", "checkout", "-b", request.branch, commit], cwd=checkout, capture=True)
+        try:
+            run(["git", "checkout", "-b", request.branch, commit], cwd=checkout, capture=True, echo=False)
+        except CommandError as exc:
+            said = next((ln for ln in reversed(exc.output.splitlines()) if ln.strip()), f"exit {exc.returncode}")
+            raise TorchbuildError(f"git could not start branch {request.branch} at {commit[:12]}: {said.strip()}",
+                                  "fix what git says, or pass another name to --checkout") from None
         con.ok(f"branch {request.branch} at {commit[:12]}, the commit {wheel.version} was built from")
     ahead, native = distance(checkout, commit)
     key = f"py{env.minor}-{flavour}-nightly"
@@ -108,8 +115,14 @@ def nightly(cfg: Config, request: NightlyRequest, base_env: Mapping[str, str]) -
         if not fresh:
             outputs.remove(checkout, recorded)  # an older nightly's files: this one replaces them
             trees.write_marker(build, key, {}, None)
+            aside = state_dir(checkout) / "kept" / time.strftime("%Y%m%d-%H%M%S")
             with con.timed(f"place {wheel.path.name}'s compiled outputs into {checkout}"):
-                placed = place.place(checkout, wheel.path)
+                done = place.place(checkout, wheel.path, aside)
+            placed = done.files
+            if done.moved:
+                con.warn(f"{len(done.moved)} file(s) of your own stood where the nightly's go (no build of "
+                         f"torchbuild's made them): moved, not overwritten, to {done.aside} "
+                         f"({', '.join(done.moved[:3])}{', ...' if len(done.moved) > 3 else ''})")
             trees.write_marker(build, key, {}, None, files=placed)
             if wheel.requires:
                 with con.timed(f"install what {package} {wheel.version} requires ({len(wheel.requires)})"):
@@ -167,8 +180,8 @@ def check_branch(checkout: Path, branch: str) -> None:
         raise TorchbuildError(f"--checkout needs a clean working tree; changed: {', '.join(names[:5])}"
                               + (f" and {len(names) - 5} more" if len(names) > 5 else ""),
                               "commit or stash those changes, then run the command again")
-    valid = run(["git", "check-ref-format", "--branch", branch], cwd=checkout, capture=True, echo=False,
-                check=False)
+    valid = run(["git", "check-ref-format", f"refs/heads/{branch}"], cwd=checkout, capture=True, echo=False,
+                check=False)  # not --branch, which takes `@{-1}` for the branch it names
     if valid.returncode:
         raise TorchbuildError(f"--checkout '{branch}' is not a valid branch name", "pass a name like my-nightly")
     exists = run(["git", "show-ref", "--verify", "--quiet", f"refs/heads/{branch}"], cwd=checkout, echo=False,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import re
 import shutil
+import stat
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,7 +72,11 @@ def download(python: Path, package: str, version: str, url: str, cache: Path, en
     folder = cache / f"{package}-{version}-{tag}"
     kept = sorted(folder.glob("*.whl")) if folder.is_dir() else []
     if kept:
-        return kept[0]
+        try:
+            read(kept[0], package)
+            return kept[0]
+        except (TorchbuildError, zipfile.BadZipFile):  # kept by an older torchbuild that did not read first
+            shutil.rmtree(folder, ignore_errors=True)
     partial = folder.with_name(folder.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
@@ -88,15 +93,41 @@ def download(python: Path, package: str, version: str, url: str, cache: Path, en
         shutil.rmtree(partial, ignore_errors=True)
         raise TorchbuildError(f"the nightly index {url} gave no wheel for {package}=={version}",
                               "check nightly.index_url, or pass --version")
+    try:
+        read(wheels[0], package)  # read before kept: a bad wheel is never served from the cache later
+    except (TorchbuildError, zipfile.BadZipFile):
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
     shutil.rmtree(folder, ignore_errors=True)
     partial.rename(folder)  # whole or not at all: a cut download is never taken for a wheel
     return folder / wheels[0].name
 
 
+def unsafe_member(info: zipfile.ZipInfo) -> str | None:
+    """Why a wheel member may not be written into a checkout (None: it may): an absolute path, one that
+    climbs out or is not in its normal form (`torch/lib/../../x`), a link."""
+    name = info.filename
+    parts = name.rstrip("/").split("/")
+    if name.startswith("/") or "\\" in name or re.match(r"^[A-Za-z]:", name):
+        return "an absolute path"
+    if any(part in ("", ".", "..") for part in parts):
+        return "a path that climbs out or is not in normal form"
+    if stat.S_ISLNK(info.external_attr >> 16):
+        return "a symbolic link"
+    return None
+
+
 def read(path: Path, package: str) -> Wheel:
-    """Version, git_version and requirements of a wheel of `package`."""
+    """Version, git_version and requirements of a wheel of `package`; a wheel with a member that could
+    write outside the checkout, or whose version.py does not parse, is refused, naming it."""
     import_name = package.replace("-", "_")
     with zipfile.ZipFile(path) as whl:
+        for info in whl.infolist():
+            why = unsafe_member(info)
+            if why:
+                raise TorchbuildError(f"{path.name} has a member that would be written outside its folder: "
+                                      f"{info.filename} ({why}); nothing was placed",
+                                      "check nightly.index_url: that index serves a wheel no build made")
         names = whl.namelist()
         meta = next((n for n in names if n.endswith(".dist-info/METADATA") and "/" not in n[:-len("/METADATA")]), None)
         version_py = next((n for n in names if n == f"{import_name}/version.py"), None) or \
@@ -105,7 +136,12 @@ def read(path: Path, package: str) -> Wheel:
             raise TorchbuildError(f"{path.name} is not a nightly wheel of {package} (no METADATA or version.py)",
                                   "check nightly.package and nightly.index_url")
         metadata = whl.read(meta).decode(errors="replace")
-        values = assignments(whl.read(version_py).decode(errors="replace"))
+        try:
+            values = assignments(whl.read(version_py).decode(errors="replace"))
+        except (SyntaxError, ValueError) as exc:
+            why = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+            raise TorchbuildError(f"{path.name}: {version_py} does not parse ({why})",
+                                  "pass --version for another nightly, or check nightly.index_url") from None
     version = re.search(r"^Version:\s*(\S+)", metadata, re.M)
     requires = tuple(m.strip() for m in re.findall(r"^Requires-Dist:\s*(.+)$", metadata, re.M) if "extra ==" not in m)
     git_version = values.get("git_version", "")

@@ -13,12 +13,13 @@ import contextlib
 import os
 import shutil
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import TorchbuildError
 from ..run import run
 from ..wheels import env_paths
-from .index import compiled_members
+from .index import compiled_members, unsafe_member
 
 
 def package_folders(checkout: Path, wheel: Path) -> list[str]:
@@ -34,25 +35,46 @@ def _listed(checkout: Path, argv: list[str], names: list[str] | None = None) -> 
     return {n for n in result.stdout.split("\0") if n}
 
 
-def place(checkout: Path, wheel: Path) -> dict[str, list[int]]:
-    """Put the wheel's compiled outputs into the checkout; the files placed, by size and mtime (the
-    configuration's record, build/outputs.py). All or nothing: a failure takes back what it placed."""
+@dataclass(frozen=True)
+class Placed:
+    """What `place` did: the files placed (by size and mtime), and files of the user's own that stood in
+    their way, moved aside (never overwritten) into `aside`."""
+
+    files: dict[str, list[int]]
+    aside: Path | None = None
+    moved: tuple[str, ...] = ()
+
+
+def place(checkout: Path, wheel: Path, aside: Path) -> Placed:
+    """Put the wheel's compiled outputs into the checkout. A file already where one goes (git ignores it,
+    no build of torchbuild's recorded it: a header with notes, a library from a build by hand) is moved
+    into `aside` first. All or nothing: a failure takes back what it placed and puts those files back."""
     folders = package_folders(checkout, wheel)
     if not folders:
         raise TorchbuildError(f"{wheel.name} has no package folder the checkout has", "check nightly.package")
     members = compiled_members(wheel, folders)
+    for info in members:
+        why = unsafe_member(info)
+        if why:
+            raise TorchbuildError(f"{wheel.name} has a member that would be written outside its folder: "
+                                  f"{info.filename} ({why}); nothing was placed", "check nightly.index_url")
     tracked = _listed(checkout, ["git", "ls-files", "-z", "--", *folders])
     untracked = [m.filename for m in members if m.filename not in tracked]
     ignored = _listed(checkout, ["git", "check-ignore", "-z", "--stdin"], untracked) if untracked else set()
+    wanted = [info for info in members if not (info.filename in tracked or (checkout / info.filename).is_dir() or (
+        info.filename not in ignored and (info.filename.endswith(".py") or (checkout / info.filename).exists())))]
     placed: dict[str, list[int]] = {}
+    moved: list[str] = []
     try:
+        for info in wanted:  # the user's own files first, out of the way: nothing of theirs is overwritten
+            dest = checkout / info.filename
+            if dest.exists() or dest.is_symlink():
+                (aside / info.filename).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(dest, aside / info.filename)
+                moved.append(info.filename)
         with zipfile.ZipFile(wheel) as whl:
-            for info in members:
-                name = info.filename
-                dest = checkout / name
-                if name in tracked or dest.is_dir() or (name not in ignored and (name.endswith(".py")
-                                                                                 or dest.exists())):
-                    continue
+            for info in wanted:
+                dest = checkout / info.filename
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 part = dest.with_name(dest.name + ".torchbuild-part")
                 with whl.open(info) as src, open(part, "wb") as out:
@@ -61,13 +83,16 @@ def place(checkout: Path, wheel: Path) -> dict[str, list[int]]:
                 os.chmod(part, mode or 0o644)
                 os.replace(part, dest)
                 st = dest.stat()
-                placed[name] = [st.st_size, st.st_mtime_ns]
+                placed[info.filename] = [st.st_size, st.st_mtime_ns]
     except BaseException:
         for name in placed:
             with contextlib.suppress(OSError):
                 (checkout / name).unlink()
+        for name in moved:
+            with contextlib.suppress(OSError):
+                os.replace(aside / name, checkout / name)
         raise
-    return placed
+    return Placed(placed, aside if moved else None, tuple(moved))
 
 
 def pth_file(python: Path, package: str) -> Path:
