@@ -95,3 +95,31 @@ def test_clean_where_there_is_no_checkout_says_so_in_one_line(tmp_path):
         assert done.returncode != 0 and "Traceback" not in done.output
         assert f"no checkout at {folder}" in done.stderr
     assert not (tmp_path / "missing").exists() and list((tmp_path / "empty").iterdir()) == []
+
+
+# ----------------------------------------------------------------------------- 6. a copied checkout's env
+
+
+def test_a_copied_checkouts_env_record_is_not_trusted_and_the_copy_gets_its_own(tmp_path):
+    import sys
+
+    from torchbuild import config, envs
+    from torchbuild.toolchain import python
+
+    original, copy = tmp_path / "pt", tmp_path / "pt2"
+    creator = python.probe(Path(sys.executable).resolve(), "test")
+
+    def make(project: Path) -> envs.Env:
+        cfg = config.load(project, {"HOME": str(tmp_path), "TORCHBUILD_PATHS_ENVS": str(project / ".torchbuild/envs")})
+        return envs.create(cfg, creator, "bare", packages=[])
+
+    made = make(original)
+    shutil.copytree(original, copy, symlinks=True)  # cp -a pt pt2
+    assert envs.read(copy / ".torchbuild/envs/bare") is None
+    assert envs.copied_from(copy / ".torchbuild/envs/bare") == made.prefix
+    again = make(copy)
+    assert again.prefix == copy / ".torchbuild/envs/bare" and again.python == again.prefix / "bin" / "python"
+    own = subprocess.run([str(again.python), "-c", "import sys; print(sys.prefix)"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    assert Path(own).resolve() == again.prefix.resolve()  # its own interpreter, not the original's
+    assert envs.read(original / ".torchbuild/envs/bare") == made  # the original's env is untouched

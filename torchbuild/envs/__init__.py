@@ -109,13 +109,25 @@ def default_name(version: str, backend: str) -> str:
 
 
 def read(prefix: Path) -> Env | None:
-    """The env at `prefix` if its stamp says it was finished."""
+    """The env at `prefix` if its stamp says it was finished there: a record that names another folder
+    (a copied or moved checkout's `.torchbuild/envs`, `cp -a pt pt2`) describes the original's env, whose
+    scripts and installs point at the original, and is not trusted."""
     try:
         data = json.loads((prefix / STAMP).read_text())
-        return Env(data["name"], Path(data["prefix"]), data["backend"], Path(data["python"]), data["version"],
+        made = Env(data["name"], Path(data["prefix"]), data["backend"], Path(data["python"]), data["version"],
                    data["stamp"], data.get("setuptools", ""))
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError):
         return None
+    return made if made.prefix.resolve() == prefix.resolve() else None
+
+
+def copied_from(prefix: Path) -> Path | None:
+    """The folder an env record at `prefix` names when that is another one (a copy of that env)."""
+    try:
+        recorded = Path(json.loads((prefix / STAMP).read_text())["prefix"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return recorded if recorded.resolve() != prefix.resolve() else None
 
 
 def list_envs(cfg: Config) -> list[tuple[Path, Env | None]]:
@@ -186,7 +198,9 @@ def _create(cfg: Config, python: Python, name: str, backend: str, exe: str, pref
         if updated:
             return updated
     if prefix.exists():
-        why = "was left unfinished by a failed run" if existing is None else "is out of date"
+        original = copied_from(prefix)
+        why = f"is a copy of {original}, whose scripts and installs point there" if original else \
+            "was left unfinished by a failed run" if existing is None else "is out of date"
         con.info(f"env {name} {why}: making it again")
         shutil.rmtree(prefix)
     try:
