@@ -123,3 +123,24 @@ def test_a_copied_checkouts_env_record_is_not_trusted_and_the_copy_gets_its_own(
                               text=True, check=True).stdout.strip()
     assert Path(own).resolve() == again.prefix.resolve()  # its own interpreter, not the original's
     assert envs.read(original / ".torchbuild/envs/bare") == made  # the original's env is untouched
+
+
+# ----------------------------------------------------------------------------- 9. a slot's tracked files
+
+
+def test_a_slots_files_from_the_checkout_are_never_outputs_though_bdist_wheel_rewrites_license(
+        small_demo, tmp_path):  # noqa: F811
+    import json
+
+    from torchbuild.build import slots
+
+    slot = tmp_path / "slot"
+    slots.sync(small_demo, slot)
+    license_text = (slot / "LICENSE").read_text()
+    build(slot, "--cuda", "none", "--wheel", "--dist", str(tmp_path / "dist"))
+    marker = json.loads((slot / "build" / ".torchbuild.json").read_text())
+    assert "LICENSE" not in marker["outputs"] and any(n.endswith(".so") for n in marker["outputs"])
+    build(slot, "--cuda", "none", "--wheel", "--debug", "--dist", str(tmp_path / "dist"))  # the switch stashes
+    assert (slot / "LICENSE").read_text() == license_text
+    back = build(slot, "--cuda", "none", "--wheel", "--dist", str(tmp_path / "dist"))
+    assert "restored the" in back.stderr and (slot / "LICENSE").read_text() == license_text

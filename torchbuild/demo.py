@@ -292,6 +292,7 @@ def make_upstream(root: Path, url_base: str | None = None,
         files: dict[str, str | bytes] = {"LICENSE": f"{name}: demo license\n", "README.md": f"# {name} (demo)\n"}
         if name == "pytorch":
             files["version.txt"] = "2.11.0a0\n"
+            files["third_party/LICENSES_BUNDLED.txt"] = "The demo bundles fbgemm, asmjit and pybind11.\n"
         files.update(project_files(name, units))
         files.update(up.extra_files.get(name, {}))
         up.commit(name, files, f"{name}: initial")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..run import run
+from .slots import source_files
 
 STASH = ".torchbuild-outputs"  # inside a kept tree: its configuration's files from the checkout
 OWN = ("build", ".torchbuild", ".git", "dist")  # top-level folders that are never a configuration's files
@@ -34,13 +35,14 @@ def snapshot(checkout: Path) -> Stats:
         listed = run(["git", "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--", ".",
                       *(f":!{top}" for top in OWN)], cwd=checkout, capture=True, echo=False, check=False).stdout
         names = [n for n in listed.split("\0") if n and not n.endswith("/")]  # "x/": a nested repo
-    else:
+    else:  # a build slot: every file but those synced from the source checkout
         names = []
+        source = synced(checkout)
         for root, dirs, files in os.walk(checkout):
             rel = os.path.relpath(root, checkout)
             dirs[:] = [d for d in dirs
                        if not (rel == "." and d in OWN) and not os.path.exists(os.path.join(root, d, ".git"))]
-            names += [f if rel == "." else f"{rel}/{f}" for f in files]
+            names += [name for f in files if (name := f if rel == "." else f"{rel}/{f}") not in source]
     stats: Stats = {}
     for name in names:
         if "__pycache__" in name.split("/") or name.endswith(".pyc"):
@@ -50,6 +52,11 @@ def snapshot(checkout: Path) -> Stats:
             if os.path.isfile(checkout / name) and not os.path.islink(checkout / name):
                 stats[name] = (st.st_size, st.st_mtime_ns)
     return stats
+
+
+def synced(checkout: Path) -> set[str]:
+    """A build slot's files from the source checkout (none in a git checkout, where git tells)."""
+    return set() if (checkout / ".git").exists() else source_files(checkout)
 
 
 def manifest(build: Path, checkout: Path) -> set[str]:
@@ -84,7 +91,10 @@ def in_place(checkout: Path, recorded: Mapping[str, object]) -> bool:
 def stash(checkout: Path, tree: Path, recorded: Mapping[str, object]) -> int:
     """Move the configuration's files out of the checkout into its tree; how many moved."""
     moved = 0
+    source = synced(checkout)
     for name in recorded:
+        if name in source:  # recorded by an older torchbuild: the source checkout's file stays
+            continue
         src = checkout / name
         if not src.is_file() or src.is_symlink():
             continue
@@ -120,8 +130,11 @@ def restore(checkout: Path, tree: Path) -> int:
 
 def remove(checkout: Path, recorded: Mapping[str, object]) -> None:
     """Delete the configuration's files from the checkout (the ones still as its build left them)."""
+    source = synced(checkout)
     for name, stat in recorded.items():
         path = checkout / name
+        if name in source:
+            continue
         with contextlib.suppress(OSError):
             st = os.lstat(path)
             if [st.st_size, st.st_mtime_ns] == stat:

@@ -23,6 +23,7 @@ from typing import Iterator
 from ..locks import STATE, state_dir
 from ..run import run
 
+SLOT_FILES = "slot-files.json"  # in a slot's .torchbuild/: the files its last sync copied from the checkout
 SLOTS_ENV = "TORCHBUILD_MATRIX_SLOTS"  # how many slots the sessions of an `inv matrix` run may use
 
 
@@ -59,6 +60,16 @@ def take_slot(cache_root: Path, checkout: Path, count: int) -> Iterator[Path]:
         yield checkout
 
 
+def source_files(slot: Path) -> set[str]:
+    """The files a slot holds from the source checkout (its last sync): never a build's outputs, even
+    where a build rewrites one (PyTorch's bdist_wheel writes LICENSE back, concat_license_files)."""
+    try:
+        listed = json.loads((slot / STATE / SLOT_FILES).read_text())
+    except (OSError, ValueError):
+        return set()
+    return {str(n) for n in listed} if isinstance(listed, list) else set()
+
+
 def tracked_files(root: Path, prefix: str = "") -> list[str]:
     """Paths (relative to the top checkout) of the files git shows in `root`'s working tree: tracked and
     untracked-but-not-ignored, recursing into submodules (gitlinks)."""
@@ -86,7 +97,7 @@ def sync(checkout: Path, slot: Path) -> int:
     the ones deleted or gone since the last sync. Never through a link: a link or file in the slot where
     the checkout has a folder is replaced by a real folder, so nothing outside the slot is written or
     removed. Returns how many files were copied."""
-    listing = slot / STATE / "slot-files.json"
+    listing = slot / STATE / SLOT_FILES
     try:
         before = set(json.loads(listing.read_text()))
     except (OSError, ValueError):

@@ -6,6 +6,7 @@ minitorch/lib/libtorch_python.so; version.py is written by an always-run CMake t
 `setup.py develop` is redirected to pip; BUILD_LIBTORCH_WHL=1 makes the `minitorch_no_python`
 wheel, BUILD_PYTHON_ONLY=1 builds the Python part against the core in LIBTORCH_LIB_PATH."""
 
+import contextlib
 import itertools
 import os
 import subprocess
@@ -129,7 +130,24 @@ class build_ext(setuptools.command.build_ext.build_ext):
     pass
 
 
+@contextlib.contextmanager
+def concat_license_files():
+    """As PyTorch's setup.py: while a wheel is made, the tracked LICENSE holds the bundled third-party
+    licenses too, and is written back after (its content the same, its mtime not)."""
+    license_file, bundled = CWD / "LICENSE", CWD / "third_party" / "LICENSES_BUNDLED.txt"
+    original = license_file.read_text()
+    try:
+        license_file.write_text(original + "\n\n" + bundled.read_text())
+        yield
+    finally:
+        license_file.write_text(original)
+
+
 class bdist_wheel(_bdist_wheel):
+    def run(self):
+        with concat_license_files():
+            super().run()
+
     def write_wheelfile(self, *args, **kwargs):
         super().write_wheelfile(*args, **kwargs)
         if BUILD_LIBTORCH_WHL:
