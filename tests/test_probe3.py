@@ -144,3 +144,22 @@ def test_a_slots_files_from_the_checkout_are_never_outputs_though_bdist_wheel_re
     assert (slot / "LICENSE").read_text() == license_text
     back = build(slot, "--cuda", "none", "--wheel", "--dist", str(tmp_path / "dist"))
     assert "restored the" in back.stderr and (slot / "LICENSE").read_text() == license_text
+
+
+# ----------------------------------------------------------------------------- 7. a failed new configuration
+
+
+def test_a_failed_build_of_a_new_configuration_leaves_the_previous_one_importable(small_demo):  # noqa: F811
+    build(small_demo, "--cuda", "none")
+    checksum = subprocess.run([str(env_python()), "-c", "import minitorch; print(minitorch.checksum())"],
+                              cwd=small_demo.parent, capture_output=True, text=True).stdout.strip()
+    failed = build(small_demo, "--cuda", "none", "--debug", "--set", "CMAKE_CXX_FLAGS=-fno-such-flag-at-all",
+                   check=False)
+    assert failed.returncode != 0 and "Traceback" not in failed.output
+    release = next(p.name for p in (small_demo / ".torchbuild" / "trees").iterdir() if p.name.endswith("-debug"))
+    assert f"{release.replace('-debug', '-release')} is back in the checkout and importable" in failed.stderr
+    assert (small_demo / "minitorch" / "lib" / "libc10.so").is_file()
+    again = subprocess.run([str(env_python()), "-c", "import minitorch; print(minitorch.checksum())"],
+                           cwd=small_demo.parent, capture_output=True, text=True)
+    assert again.returncode == 0 and again.stdout.strip() == checksum, again.stderr
+    assert UP_TO_DATE in build(small_demo, "--cuda", "none").stderr  # the checkout is that configuration's again

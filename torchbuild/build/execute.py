@@ -110,6 +110,8 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                      "(kill -9) before it could stop them")
         if opts.clean:
             remove_tree(checkout, plan.key)
+        previous = read_marker(checkout / "build") if (checkout / "build").exists() else None
+        importable = str(previous["key"]) if previous and previous.get("key") != plan.key else None
         swapped = activate_tree(checkout, plan.key)
         if swapped:
             con.info(swapped)
@@ -210,8 +212,10 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                     # what the failed build wrote into the checkout is this tree's too (a switch moves it out)
                     write_marker(build, plan.key, plan.configure, None, remedies,
                                  files=outputs.record(checkout, build, before, files))
+                    if importable:  # the configuration that was importable before this build comes back
+                        con.info(activate_tree(checkout, importable) or "")
                     _fail(plan, tracker, found, exc.returncode, probed, time.monotonic() - start, remedies,
-                          with_jobs(quick, plan.changes) if quick else None)
+                          with_jobs(quick, plan.changes) if quick else None, importable)
         con.clear_progress()
         command_end = time.time()
         finished(checkout)
@@ -324,8 +328,9 @@ def _apply_remedies(found: list[Diagnosis], remedies: Mapping[str, str], build: 
 
 def _fail(plan: Plan, tracker: Tracker, found: list[Diagnosis], code: int,
           probed: Future[dict[str, object]], seconds: float, remedies: Mapping[str, str],
-          command: list[str] | None = None) -> None:
-    """Show the first error and what torchbuild knows of it; raise with the next command to run."""
+          command: list[str] | None = None, importable: str | None = None) -> None:
+    """Show the first error and what torchbuild knows of it; raise with the next command to run, saying
+    which configuration the checkout holds now (`importable`: the one before this build, back in place)."""
     con = _console.get()
     con.error(f"the build of {plan.key} failed; the first error:")
     for line in tracker.error_report():
@@ -334,7 +339,9 @@ def _fail(plan: Plan, tracker: Tracker, found: list[Diagnosis], code: int,
         con.info(f"known failure {d.id}: {d.explain}; fix: {d.fix}")
     written = record.write(probed, plan, seconds, "failed", code, remedies, command=command)
     fix = found[0].fix if found else "fix the error above, then run `inv build` again (it resumes)"
-    raise TorchbuildError(f"the build of {plan.key} failed (exit {code}); full log: {plan.log}",
+    now = f"; {importable} is back in the checkout and importable as before (its tree and files), " \
+        f"{plan.key}'s tree is kept for the next try" if importable else ""
+    raise TorchbuildError(f"the build of {plan.key} failed (exit {code}){now}; full log: {plan.log}",
                           f"{fix}; what produced it, for a bug report: {written} (`inv build --record`)")
 
 
