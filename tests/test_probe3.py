@@ -163,3 +163,25 @@ def test_a_failed_build_of_a_new_configuration_leaves_the_previous_one_importabl
                            cwd=small_demo.parent, capture_output=True, text=True)
     assert again.returncode == 0 and again.stdout.strip() == checksum, again.stderr
     assert UP_TO_DATE in build(small_demo, "--cuda", "none").stderr  # the checkout is that configuration's again
+
+
+# ----------------------------------------------------------------------------- remembered answers of another shape
+
+
+def test_linker_answers_of_another_shape_are_dropped_and_asked_again(tmp_path):
+    import json
+
+    from torchbuild.toolchain import linkers
+
+    cache = tmp_path / "linkers.json"
+    for text in ("[]", "null", '{"key": {}}', '{"[\\"x\\"]": 3}', "{not json"):
+        cache.write_text(text)
+        found = linkers.discover("g++", dict(os.environ), cache)
+        assert found and all(isinstance(ln.accepted, bool) and ln.version for ln in found), text
+        kept = json.loads(cache.read_text())
+        assert isinstance(kept, dict) and all(isinstance(v, dict) for v in kept.values())
+        cache.write_text(text)
+        assert linkers.cmake_version(tmp_path, dict(os.environ), cache)  # cmake's answer, asked anew
+    key = json.dumps(["trial", ["bfd", [1, 2]]])
+    cache.write_text(json.dumps({key: {"seconds": {"bfd": "fast", "lld": 0.3}}}))
+    assert linkers._seconds(json.loads(cache.read_text())[key]) == {"lld": 0.3}

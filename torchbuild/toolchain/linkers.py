@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
+from .. import console as _console
 from ..errors import TorchbuildError
 from ..run import run
 
@@ -53,19 +54,27 @@ class Remembered:
     def __init__(self, cache: Path | None) -> None:
         self.cache = cache
         self.known: dict[str, dict[str, object]] = {}
+        self.changed = False
         if cache and cache.is_file():
             try:
-                self.known = json.loads(cache.read_text())
-            except ValueError:
-                self.known = {}
-        self.changed = False
+                data = json.loads(cache.read_text(errors="replace"))
+            except (OSError, ValueError):
+                data = None
+            if isinstance(data, dict):
+                self.known = {k: v for k, v in data.items() if isinstance(v, dict)}
+            if not isinstance(data, dict) or len(self.known) != len(data):  # another shape: asked again
+                _console.get().info(f"{cache} holds answers torchbuild cannot read: they are dropped and "
+                                    "measured again")
+                self.changed = True
 
     def find(self, key: list[object]) -> dict[str, object] | None:
         return self.known.get(json.dumps(key))
 
-    def get(self, key: list[object], compute: Callable[[], dict[str, object]]) -> dict[str, object]:
+    def get(self, key: list[object], compute: Callable[[], dict[str, object]],
+            needs: tuple[str, ...] = ()) -> dict[str, object]:
+        """The remembered answer, or `compute`'s (also when the kept one lacks a field in `needs`)."""
         text = json.dumps(key)
-        if text not in self.known:
+        if text not in self.known or any(field not in self.known[text] for field in needs):
             self.known[text] = compute()
             self.changed = True
         return self.known[text]
@@ -91,7 +100,7 @@ def discover(cxx: str, env: Mapping[str, str], cache: Path | None = None) -> lis
         def probe(name: str = name, program: str = program) -> dict[str, object]:
             return {"version": version_of(program), **try_link(compiler, name, env)}
 
-        entry = remembered.get([name, _ident(program), _ident(compiler)], probe)
+        entry = remembered.get([name, _ident(program), _ident(compiler)], probe, ("version", "accepted"))
         found.append(Linker(name, Path(program), str(entry["version"]), bool(entry["accepted"]),
                             str(entry.get("problem", ""))))
     remembered.save()
@@ -164,7 +173,7 @@ def cmake_version(prefix: Path, env: Mapping[str, str], cache: Path | None = Non
         return {"version": m.group(1) if m else None}
 
     remembered = Remembered(cache)
-    version = remembered.get(["cmake", _ident(cmake)], ask)["version"]
+    version = remembered.get(["cmake", _ident(cmake)], ask, ("version",))["version"]
     remembered.save()
     return str(version) if version else None
 
@@ -191,7 +200,8 @@ def measured(linkers: list[Linker], cache: Path | None) -> dict[str, float] | No
 
 def _seconds(entry: Mapping[str, object]) -> dict[str, float]:
     seconds = entry.get("seconds")
-    return {str(k): float(v) for k, v in seconds.items()} if isinstance(seconds, dict) else {}
+    return {str(k): float(v) for k, v in seconds.items() if isinstance(v, (int, float))} \
+        if isinstance(seconds, dict) else {}
 
 
 def with_linker(command: str, name: str, output: str) -> str:
@@ -228,6 +238,6 @@ def trial(command: str, cwd: Path, linkers: list[Linker], env: Mapping[str, str]
         return {"seconds": seconds, "library": library}
 
     remembered = Remembered(cache)
-    entry = remembered.get(_trial_key(linkers), time_each)
+    entry = remembered.get(_trial_key(linkers), time_each, ("seconds",))
     remembered.save()
     return _seconds(entry)
