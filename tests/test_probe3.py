@@ -185,3 +185,27 @@ def test_linker_answers_of_another_shape_are_dropped_and_asked_again(tmp_path):
     key = json.dumps(["trial", ["bfd", [1, 2]]])
     cache.write_text(json.dumps({key: {"seconds": {"bfd": "fast", "lld": 0.3}}}))
     assert linkers._seconds(json.loads(cache.read_text())[key]) == {"lld": 0.3}
+
+
+# ----------------------------------------------------------------------------- ci.summary's table
+
+
+def test_the_ci_summary_escapes_cells_and_leaves_out_records_of_another_shape(tmp_path):
+    import json
+
+    from .conftest import copy_project
+
+    proj = copy_project(tmp_path / "proj")
+    (proj / "dist").mkdir()
+    hostile = "boom\n| injected | row |\n<img src=x onerror=alert(1)>"
+    (proj / "dist" / "matrix-summary.json").write_text(json.dumps({"sessions": [
+        {"session": "build-3.12(cuda='none')", "python": "3.12", "cuda": "none", "result": "failed",
+         "seconds": 3.5, "reason": hostile},
+        {"session": "build-3.13(cuda='none')", "python": "3.13", "cuda": "none", "seconds": "fast"}]}))
+    step = tmp_path / "step.md"
+    done = inv("ci.summary", root=proj, env={"GITHUB_STEP_SUMMARY": str(step)}, check=True)
+    assert "Traceback" not in done.output and "seconds is 'fast', not float" in done.stderr
+    text = step.read_text()
+    rows = [ln for ln in text.splitlines() if ln.startswith("|")]
+    assert len(rows) == 3 and rows[2].count(" | ") == 6  # header, rule, one row of 7 cells
+    assert "<img" not in text and "&lt;img" in text and "\\| injected \\|" in rows[2]

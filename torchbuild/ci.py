@@ -10,6 +10,7 @@ labels of `ci.runner`, or is left out with the reason, which the workflow writes
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from dataclasses import asdict, dataclass
@@ -120,6 +121,13 @@ def summary_markdown(records: list[SessionRecord]) -> str:
     lines = ["| session | python | cuda | result | time | wheel / reason | profile |", "|---|---|---|---|---|---|---|"]
     for r in records:
         what = (r.wheel or "").rsplit("/", 1)[-1] or r.reason or ""
-        lines.append(f"| `{r.session}` | {r.python} | {r.cuda} | {r.result} | {r.seconds:.1f}s | "
-                     f"{what.replace('|', '/')} | {r.profile.rsplit('/', 1)[-1] or '-'} |")
+        cells = [f"`{r.session.replace('`', chr(39))}`", r.python, r.cuda, r.result, f"{r.seconds:.1f}s", what,
+                 r.profile.rsplit("/", 1)[-1] or "-"]
+        lines.append("| " + " | ".join(cell(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def cell(text: str) -> str:
+    """Text as one Markdown table cell: on one line, no HTML, no column break."""
+    flat = " ".join(str(text).split())
+    return html.escape(flat, quote=False).replace("|", "\\|")

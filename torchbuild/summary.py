@@ -41,8 +41,28 @@ class SessionRecord:
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> SessionRecord:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})  # type: ignore[arg-type]
+        """The record a summary file holds; ValueError naming the field when a value has another type
+        (a summary written by hand or by another tool: `"seconds": "fast"`)."""
+        if not isinstance(data, Mapping):
+            raise ValueError("a session record is not an object")
+        fields = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+        for name, value in data.items():
+            if name in fields and not of_type(value, fields[name]):
+                raise ValueError(f"{name} is {value!r}, not {fields[name]}")
+        return cls(**{k: v for k, v in data.items() if k in fields})  # type: ignore[arg-type]
+
+
+def of_type(value: object, kind: str) -> bool:
+    """Whether a JSON value fits a field's annotation (str, int, float, X | None, dict[str, X])."""
+    if kind.endswith(" | None"):
+        return value is None or of_type(value, kind[:-len(" | None")])
+    if kind.startswith("dict[str, "):
+        return isinstance(value, dict) and all(isinstance(k, str) and of_type(v, kind[10:-1]) for k, v in value.items())
+    if kind == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    return kind == "str" and isinstance(value, str)
 
 
 def write_summary(path: Path, record: SessionRecord | None = None, run_info: Mapping[str, object] | None = None
@@ -71,15 +91,24 @@ def matrix_order(record: SessionRecord) -> tuple[object, ...]:
     return natural(record.python), record.cuda != "none", natural(record.cuda)
 
 
-def read_summary_file(path: Path) -> list[SessionRecord]:
+def read_summary_file(path: Path, problems: list[str] | None = None) -> list[SessionRecord]:
+    """The file's session records; one of another shape is left out (and said in `problems`)."""
     try:
-        return [SessionRecord.from_json(s) for s in json.loads(path.read_text()).get("sessions", [])]
+        sessions = json.loads(path.read_text()).get("sessions", [])
     except (OSError, ValueError, TypeError, AttributeError):
         return []
+    records = []
+    for i, data in enumerate(sessions if isinstance(sessions, list) else []):
+        try:
+            records.append(SessionRecord.from_json(data))
+        except (ValueError, TypeError) as exc:
+            if problems is not None:
+                problems.append(f"session record {i + 1} of {path}: {exc}")
+    return records
 
 
-def read_summary(root: Path) -> list[SessionRecord]:
-    return read_summary_file(root / "dist" / SUMMARY)
+def read_summary(root: Path, problems: list[str] | None = None) -> list[SessionRecord]:
+    return read_summary_file(root / "dist" / SUMMARY, problems)
 
 
 def table(records: list[SessionRecord], fresh: set[str] | None = None) -> list[tuple[str, ...]]:

@@ -65,7 +65,10 @@ def provision(cfg: Config, session: str) -> int:
 
 def summary(cfg: Config) -> int:
     """The matrix summary as Markdown: to $GITHUB_STEP_SUMMARY when set, else stdout."""
-    records = read_summary(cfg.root)
+    problems: list[str] = []
+    records = read_summary(cfg.root, problems)
+    for problem in problems:
+        _console.get().warn(f"left out of the summary: {problem}")
     if not records:
         _console.get().info(f"no {Path('dist') / 'matrix-summary.json'} yet: nothing to summarise")
         return 0
