@@ -209,3 +209,21 @@ def test_the_ci_summary_escapes_cells_and_leaves_out_records_of_another_shape(tm
     rows = [ln for ln in text.splitlines() if ln.startswith("|")]
     assert len(rows) == 3 and rows[2].count(" | ") == 6  # header, rule, one row of 7 cells
     assert "<img" not in text and "&lt;img" in text and "\\| injected \\|" in rows[2]
+
+
+# ----------------------------------------------------------------------------- a Python the checkout refuses
+
+
+def test_a_python_the_checkout_refuses_is_named_before_any_env_is_made(small_demo, tmp_path, monkeypatch):  # noqa: F811
+    from .conftest import REAL_HOME
+
+    if not list((REAL_HOME / ".pyenv" / "versions").glob("2.7*/bin/python")):
+        import pytest
+
+        pytest.skip("no Python 2.7 under ~/.pyenv/versions")
+    monkeypatch.setenv("TORCHBUILD_PATHS_ENVS", str(tmp_path / "envs"))
+    monkeypatch.setenv("HOME", str(REAL_HOME))  # pyenv's Pythons are found under the real home
+    done = build(small_demo, "--python", "2.7", check=False)
+    assert done.returncode != 0 and "Traceback" not in done.output
+    assert "supports Python 3.10–3.14, not 2.7" in done.stderr and "venv" not in done.stderr
+    assert not (tmp_path / "envs").exists() or list((tmp_path / "envs").iterdir()) == []

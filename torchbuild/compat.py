@@ -75,11 +75,15 @@ def pyproject(checkout: Path) -> dict[str, Any]:
 
 
 def python_minimum(checkout: Path) -> str | None:
-    """setup.py's `python_min_version = (3, 10, 0)` as "3.10"."""
+    """setup.py's `python_min_version = (3, 10, 0)` as "3.10", else pyproject's `requires-python = ">=3.10"`
+    (the scikit-build-core era and other projects)."""
     setup = checkout / "setup.py"
-    if not setup.is_file():
-        return None
-    m = re.search(r"python_min_version\s*=\s*\((\d+),\s*(\d+)", setup.read_text(errors="replace"))
+    m = re.search(r"python_min_version\s*=\s*\((\d+),\s*(\d+)", setup.read_text(errors="replace")) \
+        if setup.is_file() else None
+    if m:
+        return f"{m.group(1)}.{m.group(2)}"
+    requires = pyproject(checkout).get("project", {}).get("requires-python")
+    m = re.search(r">=\s*(\d+)\.(\d+)", requires) if isinstance(requires, str) else None
     return f"{m.group(1)}.{m.group(2)}" if m else None
 
 
@@ -124,8 +128,9 @@ def problems(torch_version: str, python: str | None, cuda: str | None, gcc: str 
     hard: list[str] = []
     soft: list[str] = []
     if python and python_min and vkey(python)[:2] < vkey(python_min):
-        hard.append(f"PyTorch {torch_version} needs Python >= {python_min} (setup.py), not {python}")
-    row = release_for(torch_version)
+        hard.append(f"{f'PyTorch {torch_version}' if torch_version else 'the checkout'} needs Python >= "
+                    f"{python_min}, not {python}")
+    row = release_for(torch_version) if torch_version else None
     if row is None:
         return hard, soft
     low, high = row.python

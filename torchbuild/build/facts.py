@@ -56,24 +56,23 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
     toolkit = choose_toolkit(cfg, request.cuda, env)
     choice = envs.choose(cfg, request.python, request.env_name, env)
     cuda_tag = toolkit.version if toolkit else None
+    ccs = compilers.discover(env)
+    notes = []
+    torch_version = compat.checkout_version(checkout)  # before any env is made: a refused Python makes none
+    gcc = compilers.default_gcc(ccs)
+    if not torch_version:
+        notes.append(f"no version.txt in {checkout}: not a PyTorch checkout, so the release table is not checked")
+    notes += compat.check(torch_version or "", choice.version, cuda_tag, gcc.version if gcc else None,
+                          compat.python_minimum(checkout), request.force)
     if not request.dry_run and (checkout / ".git").exists():
         patches.auto_apply(cfg, checkout)
     choice = envs.ensure(cfg, choice, checkout, cuda_tag, env, request.dry_run)
-    ccs = compilers.discover(env)
-    notes = []
     host_cxx = None
     if toolkit is not None:
         pick, why = compilers.host_compiler(ccs, toolkit.version)
         host_cxx = str(pick.cxx) if pick else None
         if pick:
             notes.append(why)
-    torch_version = compat.checkout_version(checkout)
-    if not torch_version:
-        notes.append(f"no version.txt in {checkout}: not a PyTorch checkout, so the release table is not checked")
-    else:
-        gcc = compilers.default_gcc(ccs)
-        notes += compat.check(torch_version, choice.version, cuda_tag, gcc.version if gcc else None,
-                              compat.python_minimum(checkout), request.force)
     gpus = gpu.detect(env) if toolkit else None
     if gpus and gpus.driver_cuda and toolkit and compat.vkey(toolkit.version) > compat.vkey(gpus.driver_cuda):
         _console.get().warn(f"CUDA {toolkit.version} is newer than the driver's CUDA {gpus.driver_cuda}: the build "
