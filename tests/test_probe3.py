@@ -227,3 +227,13 @@ def test_a_python_the_checkout_refuses_is_named_before_any_env_is_made(small_dem
     assert done.returncode != 0 and "Traceback" not in done.output
     assert "supports Python 3.10–3.14, not 2.7" in done.stderr and "venv" not in done.stderr
     assert not (tmp_path / "envs").exists() or list((tmp_path / "envs").iterdir()) == []
+
+
+# ----------------------------------------------------------------------------- a misspelt option
+
+
+def test_an_option_cmake_does_not_use_is_named_on_the_terminal(small_demo):  # noqa: F811
+    done = build(small_demo, "--cuda", "none", "--set", "USE_CUDAA=1")
+    warned = [ln for ln in done.stderr.splitlines() if "CMake did not use" in ln]
+    assert len(warned) == 1 and "USE_CUDAA" in warned[0] and "misspelt" in warned[0]
+    assert "CMake did not use" not in build(small_demo, "--cuda", "none", "--rerun").stderr

@@ -16,7 +16,7 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Callable, Iterator, Mapping
+from typing import IO, Callable, Iterable, Iterator, Mapping
 
 from .. import console as _console
 from .. import jobserver, usage
@@ -175,6 +175,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
             run([sccache, "--stop-server"], env=plan.changes, base_env=base_env, capture=True, echo=False,
                 check=False)
         tracker = Tracker()
+        unused = Unused()
         ninja_log = build / ".ninja_log"
         offset = ninja_log.stat().st_size if ninja_log.exists() else 0
         probed = record.start(plan, base_env)
@@ -193,7 +194,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                             run(with_jobs(quick, changes) if quick else list(plan.command),
                                 cwd=build if quick else checkout, env={**changes, BUILD_ID: running},
                                 base_env=base_env, echo=opts.verbose,
-                                on_line=_show(tracker, opts.verbose, log, timeline),
+                                on_line=_show(tracker, opts.verbose, log, timeline, unused),
                                 log=log)
                     finally:
                         result.waited_for_jobs += shim_waits(plan)
@@ -218,6 +219,10 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                           with_jobs(quick, plan.changes) if quick else None, importable)
         con.clear_progress()
         command_end = time.time()
+        typos = unused.given([*dict(opts.sets), *base_env])
+        if typos:
+            con.warn(f"CMake did not use {', '.join(typos)}: no option of the project has that name (misspelt?); "
+                     f"the build went on without it (CMake's warning is in {plan.log})")
         finished(checkout)
         made = newest_wheel(plan.dist, wheels_before) if plan.dist else None
         write_marker(build, plan.key, plan.configure, stamp if made or not plan.wheel else None, remedies, made,
@@ -351,11 +356,40 @@ def _log_tail(log: Path, size: int = 4 * 1024 * 1024) -> str:
         return fh.read().decode(errors="replace")
 
 
-def _show(tracker: Tracker, verbose: bool, log: IO[str], timeline: profile.Timeline) -> Callable[[str], None]:
+class Unused:
+    """The variables CMake says it did not use ("Manually-specified variables were not used by the project:"),
+    read as the build's lines go by: a misspelt option (`--set USE_CUDAA=1`) is otherwise only in the log."""
+
+    HEADER = "Manually-specified variables were not used by the project"
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._reading = False
+
+    def feed(self, line: str) -> None:
+        text = line.strip()
+        if self.HEADER in text:
+            self._reading = True
+        elif self._reading and text:
+            if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text):
+                self.names.append(text)
+            else:
+                self._reading = False
+
+    def given(self, variables: Iterable[str]) -> list[str]:
+        """The unused ones the user gave (--set, build.env, the shell), not those a build script adds."""
+        wanted = set(variables)
+        return sorted({n for n in self.names if n in wanted})
+
+
+def _show(tracker: Tracker, verbose: bool, log: IO[str], timeline: profile.Timeline,
+          unused: Unused | None = None) -> Callable[[str], None]:
     con = _console.get()
 
     def on_line(line: str) -> None:
         timeline.feed(line)
+        if unused is not None:
+            unused.feed(line)
         text = tracker.feed(line)
         if verbose:
             con.result(line)
