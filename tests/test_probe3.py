@@ -237,3 +237,23 @@ def test_an_option_cmake_does_not_use_is_named_on_the_terminal(small_demo):  # n
     warned = [ln for ln in done.stderr.splitlines() if "CMake did not use" in ln]
     assert len(warned) == 1 and "USE_CUDAA" in warned[0] and "misspelt" in warned[0]
     assert "CMake did not use" not in build(small_demo, "--cuda", "none", "--rerun").stderr
+
+
+# ----------------------------------------------------------------------------- 8. the split build on PyTorch's files
+
+
+def test_the_split_build_is_refused_up_front_where_a_project_name_overrides_setup_py(tmp_path):
+    from torchbuild.build.request import split_refusal
+
+    today, older = (make_upstream(tmp_path / name, units=1, project_table=table).repo("pytorch")
+                    for name, table in (("today", True), ("older", False)))
+    assert split_refusal(older) is None
+    assert 'pyproject.toml\'s [project] name = "minitorch" overrides' in (split_refusal(today) or "")
+    co = tmp_path / "co"
+    inv("clone", "--url", today.as_uri(), "--path", str(co), check=True)
+    for part in ("core", "python"):
+        done = inv("build", "--path", str(co), "--part", part, check=False)
+        assert done.returncode != 0 and "Traceback" not in done.output
+        assert f"--part {part}: the checkout at {co} cannot make the split build" in done.stderr
+        assert "tagged py3-none-any" in done.stderr
+    assert not (co / "build").exists()  # refused before anything ran

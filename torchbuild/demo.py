@@ -270,13 +270,18 @@ def build_clone_files(up: Upstream) -> dict[str, str]:
 
 def make_upstream(root: Path, url_base: str | None = None,
                   extra_files: Mapping[str, Mapping[str, str | bytes]] | None = None, units: int = UNITS,
-                  legacy: bool = False) -> Upstream:
+                  legacy: bool = False, project_table: bool = True) -> Upstream:
     """Create the demo repos under `root` (leaves first) and return the Upstream; `legacy`: shaped
-    like PyTorch 1.10 (version, build requirements a Python 3.6 env can install)."""
+    like PyTorch 1.10 (version, build requirements a Python 3.6 env can install); `project_table`
+    False: pyproject.toml without PyTorch 2.8's [project] table (the split build's wheels keep
+    setup.py's names, as up to 2.7)."""
     root.mkdir(parents=True, exist_ok=True)
     extra = {**(extra_files or {})}
     if legacy:
         extra["pytorch"] = {**LEGACY, "setup.py": legacy_setup(), **extra.get("pytorch", {})}
+    elif not project_table:
+        extra["pytorch"] = {"pyproject.toml": LEGACY["pyproject.toml"].replace(
+            '["setuptools", ', '["setuptools>=70.1", '), **extra.get("pytorch", {})}
     up = Upstream(root.resolve(), url_base or root.resolve().as_uri(), extra)
     extra["pytorch"] = {**build_clone_files(up), **extra.get("pytorch", {})}
     for name, (tag, content) in BUILD_CLONES.items():

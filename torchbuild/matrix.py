@@ -69,12 +69,13 @@ def skip_reason(cfg: Config, python: str, cuda: str) -> str | None:
         return None
     hard, soft = compat.problems(version, python, None if cuda in ("none", "cpu") else cuda, None,
                                  compat.python_minimum(cfg.source_path))
-    problems = hard + soft
-    if not problems:
+    if not hard + soft:
         return None
     other = compat.newest_release_for_python(python)
-    fix = f"; `inv clone --ref v{other}` checks out a release that supports Python {python}" if other else ""
-    return f"{problems[0]} (--force builds it anyway{fix})"
+    fix = f"`inv clone --ref v{other}` checks out a release that supports Python {python}" if other else ""
+    if hard:  # the checkout's own limit: --force does not pass it
+        return f"{hard[0]}" + (f" ({fix})" if fix else "")
+    return f"{soft[0]} (--force builds it anyway" + (f"; {fix})" if fix else ")")
 
 
 def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: Path | None = None,

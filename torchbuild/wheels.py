@@ -75,11 +75,18 @@ def uninstall(site: Path, project: str, prefix: Path) -> None:
 def any_python(wheel: Path, folder: Path) -> Path:
     """The wheel tagged `py3-none-<platform>` (for one that holds no Python extension, as the split
     build's core), made once in `folder`. A setup.py tags every platform wheel with the Python that
-    built it, which pip then refuses elsewhere."""
+    built it, which pip then refuses elsewhere; and a wheel without extension modules `py3-none-any`,
+    although the libraries it holds run on this platform only."""
+    import sysconfig
+
     name, version, python, abi, platform = wheel.name[:-4].split("-")[-5:]
-    if (python, abi) == ("py3", "none"):
+    with zipfile.ZipFile(wheel) as whl:
+        native = any(re.search(r"\.so(\.\d+)*$", n) for n in whl.namelist())
+    here = re.sub(r"[-.]", "_", sysconfig.get_platform())
+    tag = here if platform == "any" and native else platform
+    if (python, abi, platform) == ("py3", "none", tag):
         return wheel
-    out = folder / f"{name}-{version}-py3-none-{platform}.whl"
+    out = folder / f"{name}-{version}-py3-none-{tag}.whl"
     if out.exists() and out.stat().st_mtime_ns >= wheel.stat().st_mtime_ns:
         return out
     folder.mkdir(parents=True, exist_ok=True)
@@ -88,7 +95,9 @@ def any_python(wheel: Path, folder: Path) -> Path:
         infos = src.infolist()
         record = next(i.filename for i in infos if i.filename.endswith(".dist-info/RECORD"))
         meta = record.rsplit("/", 1)[0] + "/WHEEL"
-        data = src.read(meta).decode().replace(f"Tag: {python}-{abi}-{platform}", f"Tag: py3-none-{platform}")
+        data = src.read(meta).decode().replace(f"Tag: {python}-{abi}-{platform}", f"Tag: py3-none-{tag}")
+        if tag != platform:
+            data = data.replace("Root-Is-Purelib: true", "Root-Is-Purelib: false")
         digest = base64.urlsafe_b64encode(hashlib.sha256(data.encode()).digest()).rstrip(b"=").decode()
         rows = [f"{meta},sha256={digest},{len(data.encode())}" if line.startswith(meta + ",") else line
                 for line in src.read(record).decode().splitlines()]

@@ -44,10 +44,10 @@ class BuildRequest:
             raise TorchbuildError(f"--part takes core or python, got '{part}'",
                                   "core: the Python-independent libraries (BUILD_LIBTORCH_WHL=1); python: the "
                                   "Python part against an installed core (BUILD_PYTHON_ONLY=1)")
-        if part != "all" and not split_supported(cfg.source_path):
-            raise TorchbuildError(f"the checkout at {cfg.source_path} has no split build "
-                                  "(its setup.py reads neither BUILD_LIBTORCH_WHL nor BUILD_PYTHON_ONLY)",
-                                  "build it whole: leave out --part")
+        refused = split_refusal(cfg.source_path) if part != "all" else None
+        if refused:
+            raise TorchbuildError(f"--part {part}: the checkout at {cfg.source_path} cannot make the split build: "
+                                  f"{refused}", "build it whole: leave out --part")
         origin = cfg.origins.get("build.python")
         explicit = origin is not None and origin.kind in (OriginKind.FLAG, OriginKind.ENV)
         return cls(cuda=cfg.build.cuda, python=cfg.build.python if explicit else None, env_name=env_name,
@@ -57,11 +57,29 @@ class BuildRequest:
                    shortcut=cfg.build.shortcut)
 
 
-def split_supported(checkout: Path) -> bool:
-    """Whether the checkout's setup.py has PyTorch's split build (BUILD_LIBTORCH_WHL / BUILD_PYTHON_ONLY)."""
+def split_refusal(checkout: Path) -> str | None:
+    """Why the checkout's own files cannot make PyTorch's split build (None: they can). setup.py must read
+    BUILD_LIBTORCH_WHL / BUILD_PYTHON_ONLY, and no `[project] name` in pyproject.toml may override the
+    package names setup.py gives the core (PyTorch 2.8+: `name = "torch"` wins over LIBTORCH_PACKAGE_NAME,
+    so the core's wheel is named torch, tagged py3-none-any though it holds libraries, and `pip install -e`
+    fails in setup.py; no PyTorch CI job runs the split any more, #159990)."""
+    from ..compat import pyproject
+
     setup = checkout / "setup.py"
     text = setup.read_text(errors="replace") if setup.is_file() else ""
-    return "BUILD_LIBTORCH_WHL" in text and "BUILD_PYTHON_ONLY" in text
+    if "BUILD_LIBTORCH_WHL" not in text or "BUILD_PYTHON_ONLY" not in text:
+        return "its setup.py reads neither BUILD_LIBTORCH_WHL nor BUILD_PYTHON_ONLY"
+    project = pyproject(checkout).get("project")
+    if isinstance(project, dict) and isinstance(project.get("name"), str) and "name" not in project.get("dynamic", []):
+        return (f"its pyproject.toml's [project] name = \"{project['name']}\" overrides the names setup.py gives the "
+                f"split build's wheels: BUILD_LIBTORCH_WHL=1 would make a wheel named {project['name']}, tagged "
+                "py3-none-any, and its editable install fails (PyTorch 2.8 and later; no PyTorch CI job runs it)")
+    return None
+
+
+def split_supported(checkout: Path) -> bool:
+    """Whether the checkout's files make PyTorch's split build (BUILD_LIBTORCH_WHL / BUILD_PYTHON_ONLY)."""
+    return split_refusal(checkout) is None
 
 
 def drives_cmake(checkout: Path) -> bool:

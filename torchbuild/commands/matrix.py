@@ -18,6 +18,7 @@ from typing import Sequence
 from .. import console as _console
 from .. import freshness, jobserver, summary, usage
 from .. import matrix as m
+from ..build.request import split_refusal
 from ..build.slots import SLOTS_ENV
 from ..build.uptodate import worktree_state
 from ..config import Config
@@ -65,6 +66,10 @@ def matrix(cfg: Config, failed: bool = False, sessions: Sequence[str] = (), forc
     argv += ["-j", str(at_once)] if at_once > 1 else []
     argv += ["--", "--force"] if force else []
     con.info(f"{len(todo)} session(s), {at_once} at a time, sharing {jobs} compile jobs: {reason}")
+    refused = split_refusal(cfg.source_path) if cfg.matrix.split else None
+    if refused:
+        con.info(f"the split build is not used: {refused}; the sessions share the compiler cache instead "
+                 "(one builds first, the others compile what differs)")
     free = system.available_memory()
     start = time.monotonic()
     outer = os.environ.get("MAKEFLAGS", "")  # under `make -j`: take part in make's budget instead
