@@ -285,7 +285,8 @@ def job_slots(plan: Plan) -> Iterator[tuple[Mapping[str, str | None], float]]:
     with jobserver.take(plan.jobserver, most) as held:
         if held.waited >= 0.5:
             _console.get().info(f"waited {held.waited:.1f}s for a job slot of the shared budget")
-        yield (plan.changes if plan.ninja_joins else {**plan.changes, "MAX_JOBS": str(held.count)}), held.waited
+        yield (plan.changes if plan.ninja_joins else {**plan.changes, "MAX_JOBS": str(held.count),
+                                                      "CMAKE_BUILD_PARALLEL_LEVEL": str(held.count)}), held.waited
 
 
 def shim_waits(plan: Plan) -> float:

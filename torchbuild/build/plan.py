@@ -174,6 +174,8 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
             jobs, jobs_reason = jobs + slots, f"{jobs + slots} ({jobs_reason} here + {slots} distcc slots on " \
                                               f"{len(cfg.build.hosts)} host(s))"
     changes["MAX_JOBS"] = str(jobs)
+    if not base_env.get("CMAKE_BUILD_PARALLEL_LEVEL"):  # what scikit-build-core and other CMake drivers read
+        changes["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs)  # (PyTorch's setup.py passes -j MAX_JOBS itself)
     joins = facts.ninja_joins and not opts.jobs
     if facts.jobserver:  # side by side under `inv matrix`: one budget for every build
         if joins:
