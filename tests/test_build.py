@@ -263,9 +263,15 @@ def test_a_copied_checkout_builds_its_own_sources(demo, tmp_path):
     assert file_digest(demo / "minitorch/lib/libc10.so") == original
 
 
-def test_the_python_part_needs_the_core_installed(demo):
+def test_the_python_part_needs_the_core_installed(tmp_path, shared, monkeypatch):
     """BUILD_PYTHON_ONLY links against the core in LIBTORCH_LIB_PATH: without the core's wheel in the env,
-    one clear line says what to build first, and nothing is built."""
+    one clear line says what to build first, and nothing is built (a checkout up to PyTorch 2.7's shape:
+    without the [project] table, setup.py names the split build's wheels)."""
+    for key, value in {**shared, "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs")}.items():
+        monkeypatch.setenv(key, value)
+    demo = tmp_path / "co"
+    inv("clone", "--url", make_upstream(tmp_path / "upstream", units=1, project_table=False).url("pytorch"),
+        "--path", str(demo), check=True)
     done = build(demo, "--cuda", "none", "--part", "python", check=False)
     assert done.returncode == 1 and "has no minitorch_no_python" in done.stderr
     assert "inv build --part core --wheel" in done.stderr and "Traceback" not in done.stderr
