@@ -40,6 +40,9 @@ def isolated_env(tmp_path_factory, monkeypatch):
             monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    # pip's download cache is the user's (as on a developer's machine): wheels are fetched once a run,
+    # not once a test (torchbuild's own cache dir stays the test's)
+    monkeypatch.setenv("PIP_CACHE_DIR", os.environ.get("PIP_CACHE_DIR") or str(REAL_HOME / ".cache" / "pip"))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("GIT_AUTHOR_NAME", "Test")
     monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@example.invalid")

@@ -93,11 +93,13 @@ def matrix_project(tmp_path: Path, project_table: bool):
 
 
 class CompilerCount:
-    """The most compiler processes (cc1plus) running at once on the machine while in the block,
-    sampled by the test itself, apart from what torchbuild reports."""
+    """The most compiler processes (cc1plus) of this test running at once while in the block (those whose
+    environment names `root`: tests beside it under pytest-xdist have their own), sampled by the test
+    itself, apart from what torchbuild reports."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: Path) -> None:
         self.most = 0
+        self.root = str(root).encode()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -106,7 +108,7 @@ class CompilerCount:
             count = 0
             for stat in Path("/proc").glob("[0-9]*/stat"):
                 try:
-                    count += "(cc1plus)" in stat.read_text()
+                    count += "(cc1plus)" in stat.read_text() and self.root in (stat.parent / "environ").read_bytes()
                 except OSError:
                     pass
             self.most = max(self.most, count)
@@ -123,7 +125,7 @@ class CompilerCount:
 @pytest.mark.slow
 def test_matrix_builds_importable_wheels_and_shares_the_core(split_project):
     proj, env, checkout = split_project
-    with CompilerCount() as compilers:
+    with CompilerCount(proj.parent) as compilers:
         done = inv("matrix", root=proj, env=env, check=True, timeout=900)
     data = json.loads((proj / "dist/matrix-summary.json").read_text())
     summary, run = data["sessions"], data["run"]
@@ -423,7 +425,7 @@ def test_the_job_budget_holds_for_a_scikit_build_core_project(tmp_path):
                              f"paths:\n  cache_dir: {tmp_path / 'cache'}\nbuild:\n  min_free_gb: 1\n")
     env = {"HOME": str(REAL_HOME), "PIP_CACHE_DIR": str(REAL_HOME / ".cache" / "pip")}
     inv("clone", root=proj, env=env, check=True)
-    with CompilerCount() as compilers:
+    with CompilerCount(tmp_path) as compilers:
         inv("matrix", root=proj, env=env, check=True, timeout=900)
     run = json.loads((proj / "dist/matrix-summary.json").read_text())["run"]
     assert run["at once"] == 2 and set(results(proj).values()) == {"ok"}

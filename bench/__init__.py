@@ -1,0 +1,1 @@
+"""Benchmarks: torchbuild against the plain recipe, measured in the same run (bench/run.py)."""
