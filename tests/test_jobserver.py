@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from torchbuild import jobserver
-from torchbuild.build import slots
-from torchbuild.build.trees import build_lock
+from torchbuild.builder import slots
+from torchbuild.builder.trees import build_lock
 
 from .conftest import git
 

@@ -15,7 +15,7 @@ LAYERS = [
     {"toolchain", "compat", "progress", "diagnose", "wheels"},
     {"git"},
     {"patches", "envs", "demo"},
-    {"build"},
+    {"builder"},
     {"summary", "freshness", "nightly"},
     {"doctor", "matrix", "ci"},
     {"commands"},

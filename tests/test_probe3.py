@@ -132,7 +132,7 @@ def test_a_slots_files_from_the_checkout_are_never_outputs_though_bdist_wheel_re
         small_demo, tmp_path):  # noqa: F811
     import json
 
-    from torchbuild.build import slots
+    from torchbuild.builder import slots
 
     slot = tmp_path / "slot"
     slots.sync(small_demo, slot)
@@ -243,7 +243,7 @@ def test_an_option_cmake_does_not_use_is_named_on_the_terminal(small_demo):  # n
 
 
 def test_the_split_build_is_refused_up_front_where_a_project_name_overrides_setup_py(tmp_path):
-    from torchbuild.build.request import split_refusal
+    from torchbuild.builder.request import split_refusal
 
     today, older = (make_upstream(tmp_path / name, units=1, project_table=table).repo("pytorch")
                     for name, table in (("today", True), ("older", False)))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from torchbuild.build import profile
+from torchbuild.builder import profile
 
 from .test_build import build, shared, small_demo  # noqa: F401  (fixtures)
 

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from torchbuild.build.shortcut import changed_since, ninja_inputs, refusal
+from torchbuild.builder.shortcut import changed_since, ninja_inputs, refusal
 
 from .conftest import git
 from .test_build import build, last_log, run_python, shared, small_demo  # noqa: F401  (fixtures)

@@ -50,7 +50,7 @@ def test_torchbuilds_own_wheel_holds_every_subpackage_and_its_data(installed, tm
     """A non-editable install (the wheel, as `pip install .` or pipx make it), in a fresh venv outside the
     repo: every subpackage imports, the release and failure tables load, and the demo upstream is made."""
     py = str(installed.parent / "python")
-    code = ("import pathlib, torchbuild, torchbuild.build.execute, torchbuild.git.buildclones\n"
+    code = ("import pathlib, torchbuild, torchbuild.builder.execute, torchbuild.git.buildclones\n"
             "import torchbuild.commands.build\n"
             "from torchbuild import compat, diagnose, demo\n"
             "assert 'site-packages' in torchbuild.__file__, torchbuild.__file__\n"

@@ -9,8 +9,8 @@ import shutil
 from pathlib import Path
 
 from . import __version__
-from .build.plan import affects_configure
-from .build.slots import SLOTS_ENV
+from .builder.plan import affects_configure
+from .builder.slots import SLOTS_ENV
 from .config import Config
 from .digest import digest
 from .summary import SessionRecord

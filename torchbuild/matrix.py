@@ -19,11 +19,11 @@ from typing import Mapping
 
 from . import console as _console
 from . import wheels
-from .build import BuildRequest, build, report
-from .build.execute import BuildResult
-from .build.request import drives_cmake, split_supported
-from .build.slots import SLOTS_ENV, take_slot
-from .build.uptodate import worktree_state
+from .builder import BuildRequest, build, report
+from .builder.execute import BuildResult
+from .builder.request import drives_cmake, split_supported
+from .builder.slots import SLOTS_ENV, take_slot
+from .builder.uptodate import worktree_state
 from .config import Config
 from .digest import digest
 from .errors import Interrupted, TorchbuildError
@@ -145,7 +145,7 @@ def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: 
 def budget(cfg: Config, pairs: list[tuple[str, str]]) -> tuple[int, str]:
     """The matrix's one job budget: MAX_JOBS of one build from cores and free memory (CUDA's per-job
     memory if any session builds CUDA), plus the distcc hosts' slots."""
-    from .build.plan import remote_slots
+    from .builder.plan import remote_slots
     from .toolchain import system
 
     chosen = system.choose_jobs(os.cpu_count() or 1, system.available_memory(),

@@ -37,7 +37,7 @@ class SessionRecord:
     core: str | None = None  # the split build's core wheel it installed
     fingerprint: str = ""  # what the result depends on; unchanged: `inv matrix` does not run it again
     depends: dict[str, str] = dataclasses.field(default_factory=dict)  # the fingerprint's parts, each hashed
-    profile: str = ""  # its build's timeline (build/profile.py), when it built
+    profile: str = ""  # its build's timeline (builder/profile.py), when it built
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> SessionRecord:

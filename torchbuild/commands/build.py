@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from typing import Mapping, Sequence
 
-from .. import build as b
+from .. import builder as b
 from .. import console as _console
-from ..build import record
-from ..build.execute import TRUE
+from ..builder import record
+from ..builder.execute import TRUE
 from ..config import Config, OriginKind
 from ..errors import TorchbuildError
 
@@ -58,7 +58,7 @@ def print_profile(cfg: Config) -> int:
     """Print where the newest build's time went, and where its timeline and trace are."""
     import json
 
-    from ..build.profile import table
+    from ..builder.profile import table
 
     newest = record.latest(cfg.root / cfg.paths.logs)
     kept = json.loads(newest.read_text()).get("profile") if newest else None

@@ -7,7 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
-from .. import build as b
+from .. import builder as b
 from .. import console as _console
 from ..config import Config
 from ..demo import UNITS, make_upstream

@@ -5,7 +5,7 @@ compiled outputs are placed into the checkout, and a .pth file makes the env imp
 Which wheel: the newest one built from a commit in the checkout's history (its version.py's
 git_version; for PyTorch's nightlies a commit of the `nightly` branch whose subject names the main
 commit), or --version; with --checkout BRANCH, the newest, and a branch at its commit. Its files in
-the checkout are a configuration like a build's (build/trees.py): `inv build` switches away from
+the checkout are a configuration like a build's (builder/trees.py): `inv build` switches away from
 them and `inv nightly` back, by rename.
 
     index.py   the index, the download, what a wheel says about itself
@@ -23,7 +23,7 @@ from typing import Mapping
 
 from .. import console as _console
 from .. import envs
-from ..build import outputs, trees
+from ..builder import outputs, trees
 from ..config import Config
 from ..digest import digest
 from ..errors import CommandError, TorchbuildError
