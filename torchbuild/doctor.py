@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Mapping
 
 from . import compat
+from .builder.drivers import detect
 from .config import Config
 from .errors import TorchbuildError
 from .run import run
@@ -66,6 +67,7 @@ class Facts:
     linkers: list[linkers.Linker] = field(default_factory=list)
     linker_setting: str = "auto"
     linker_times: dict[str, float] | None = None  # the linker trial's seconds (toolchain/linkers.py)
+    driver: str | None = None  # the checkout's build driver (builder/drivers), None without a checkout
 
     @property
     def release(self) -> compat.Release | None:
@@ -108,6 +110,7 @@ def gather(cfg: Config, env: Mapping[str, str]) -> Facts:
             linkers=lds.result(),
             linker_setting=cfg.build.linker,
             linker_times=linkers.measured(lds.result(), cfg.cache_root / "linkers.json"),
+            driver=detect(checkout).describe() if buildable(checkout) else None,
         )
 
 
@@ -243,11 +246,19 @@ def machine_rows(facts: Facts) -> list[Row]:
     return out
 
 
+def buildable(checkout: Path) -> bool:
+    return (checkout / "setup.py").is_file() or (checkout / "pyproject.toml").is_file()
+
+
 def checkout_rows(facts: Facts) -> list[Row]:
     if facts.torch_version:
         out = [Row("checkout", OK, f"PyTorch {facts.torch_version} at {facts.checkout}")]
+    elif facts.driver:
+        out = [Row("checkout", OK, f"{facts.checkout.name} at {facts.checkout}")]
     else:
         out = [Row("checkout", WARN, f"no checkout at {facts.checkout}", "inv clone")]
+    if facts.driver:
+        out.append(Row("build driver", OK, facts.driver))
     subs = facts.submodules
     if subs:
         bad = subs.missing + subs.conflict

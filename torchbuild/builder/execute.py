@@ -41,7 +41,16 @@ from .trees import (
     remove_tree,
     write_marker,
 )
-from .uptodate import configured_for, inputs_stamp, installed, nothing_to_do, pending, tree_ninja, worktree
+from .uptodate import (
+    configured_for,
+    env_files,
+    inputs_stamp,
+    installed,
+    nothing_to_do,
+    pending,
+    tree_ninja,
+    worktree,
+)
 
 TRUE = ("1", "on", "true", "yes", "y")
 
@@ -135,7 +144,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         files = recorded_outputs(marker)
         same = not (opts.clean or opts.rerun or changed or fresh) and marker is not None \
             and marker.get("done") == stamp and outputs.in_place(checkout, files) \
-            and (kept is not None if plan.wheel else installed(plan))
+            and (kept is not None if plan.wheel else installed(plan, marker))
         explained = pending(build, plan, base_env) if same else None
         tree = worktree(checkout) if not plan.wheel and (checkout / ".git").exists() else None
         edited = off_graph(marker, tree, plan.package, files) if same and marker and tree is not None else None
@@ -226,7 +235,8 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         finished(checkout)
         made = newest_wheel(plan.dist, wheels_before) if plan.dist else None
         write_marker(build, plan.key, plan.configure, stamp if made or not plan.wheel else None, remedies, made,
-                     outputs.record(checkout, build, before, files), tree)
+                     outputs.record(checkout, build, before, files), tree,
+                     env_files(plan) if plan.outputs_in_env else None)
         if plan.stats_log.exists():
             result.hits, result.misses, result.remote_hits = parse_stats_log(plan.stats_log.read_text())
         elif sccache:

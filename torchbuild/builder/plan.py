@@ -20,6 +20,7 @@ from ..run import format_command, merged_env
 from ..toolchain import system
 from ..toolchain.cuda import Toolkit
 from ..toolchain.linkers import Linker
+from .drivers import detect
 from .facts import BuildFacts
 from .request import BuildRequest
 
@@ -32,7 +33,6 @@ CONFIGURE_NAMES = {"TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "CUDACXX", "CUDAHOSTCXX"
 NOT_CONFIGURE = {"CMAKE_FRESH", "CMAKE_ONLY", "CMAKE_BUILD_PARALLEL_LEVEL"}  # setup.py pops the first two
 # What else reaches the build's outputs without reconfiguring (version.py, the wheel's name and version).
 OUTPUT_PREFIXES = ("PYTORCH_", "TORCH_", "LIBTORCH_")
-REDIRECT = "Redirecting 'python setup.py develop'"  # PyTorch 2.9+'s setup.py: develop runs pip install -e
 
 
 def affects_configure(name: str) -> bool:
@@ -63,6 +63,8 @@ class Plan:
     inputs: Mapping[str, str] = field(default_factory=dict)  # every variable "up to date" compares
     linker_trial: tuple[Linker, ...] = ()  # time these on the build's longest link (toolchain/linkers.py)
     linker_memory: Path | None = None  # where the trial's answer is kept
+    driver: str = ""  # the checkout's build driver, as `inv doctor` names it (drivers/)
+    outputs_in_env: bool = False  # its editable install copies the compiled outputs into the env (scikit-build-core)
 
 
 
@@ -75,45 +77,11 @@ def config_key(version: str, toolkit: Toolkit | None, build_type: str) -> str:
     return f"py{minor}-{cuda}-{build_type}"
 
 
-def uses_pip_editable(checkout: Path, setuptools: str) -> bool:
-    """setup.py develop where it works; `pip install -e` for setuptools >= 80, no setup.py, or a setup.py
-    that redirects develop to pip itself (PyTorch 2.9+): the command torchbuild prints is the one that runs."""
-    setup = checkout / "setup.py"
-    if not setup.is_file() or REDIRECT in setup.read_text(errors="replace"):
-        return True
-    major = re.match(r"(\d+)", setuptools or "")
-    return major is None or int(major.group(1)) >= 80
-
-
-# A PEP 517 frontend in one line, as `python -m build --wheel --no-isolation` calls the backend: argv is
-# the backend ("module:object"), the wheel folder, then backend-path entries.
-WHEEL_HOOK = ("import functools, importlib, os, sys; sys.path[:0] = [os.path.abspath(p) for p in sys.argv[3:]]; "
-              "name, _, attrs = sys.argv[1].partition(':'); "
-              "backend = functools.reduce(getattr, filter(None, attrs.split('.')), importlib.import_module(name)); "
-              "os.makedirs(sys.argv[2], exist_ok=True); "
-              "print('built ' + os.path.join(sys.argv[2], backend.build_wheel(sys.argv[2])))")
-LEGACY_BACKEND = "setuptools.build_meta:__legacy__"  # what frontends use without [build-system]
-
-
-def build_backend(checkout: Path) -> tuple[str, tuple[str, ...]]:
-    """The build backend pyproject.toml names and its backend-path (setuptools' legacy one without)."""
-    table = pyproject(checkout).get("build-system", {})
-    return str(table.get("build-backend") or LEGACY_BACKEND), tuple(table.get("backend-path") or ())
-
-
 def build_command(checkout: Path, env: EnvChoice, wheel: bool, dist: Path) -> tuple[str, ...]:
-    """setup.py where it works; else a wheel straight from the build backend (no pip: its start-up and
-    separate metadata step cost half a second a build) or `pip install -e`."""
-    py = str(env.python)
-    pip = uses_pip_editable(checkout, env.setuptools)
-    if wheel:
-        if pip:
-            backend, backend_path = build_backend(checkout)
-            return (py, "-c", WHEEL_HOOK, backend, str(dist), *backend_path)
-        return (py, "setup.py", "bdist_wheel", "-d", str(dist))
-    if pip:
-        return (py, "-m", "pip", "install", "-e", ".", "-v", "--no-build-isolation")
-    return (py, "setup.py", "develop")
+    """The checkout's build driver's command: the editable install, or a wheel into `dist`."""
+    driver = detect(checkout)
+    return driver.wheel(str(env.python), dist, env.setuptools) if wheel else \
+        driver.develop(str(env.python), env.setuptools)
 
 
 def arch_supported(cuda: str, arch: str) -> bool:
@@ -250,10 +218,11 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
     else:
         configure["python"] = str(env.python)
     inputs = {**configure, **{k: v for k, v in full.items() if k.startswith(OUTPUT_PREFIXES) or k in set_here}}
+    driver = detect(checkout)
     return Plan(checkout, env, toolkit, key, configure, changes, build_command(checkout, env, opts.wheel, dist),
                 log, stats_log, jobs_reason, tuple(notes), opts.wheel, dist if opts.wheel else None, launcher,
                 package_name(checkout), facts.jobserver, joins, shims, inputs, facts.linker_trial,
-                cfg.cache_root / "linkers.json")
+                cfg.cache_root / "linkers.json", driver.describe(), driver.outputs_in_env and not opts.wheel)
 
 
 def remote_slots(hosts: list[str]) -> int:

@@ -91,14 +91,17 @@ def build_lock(checkout: Path) -> contextlib.AbstractContextManager[None]:
 
 def write_marker(build: Path, key: str, configure: Mapping[str, str], done: str | None,
                  remedies: Mapping[str, str] | None = None, wheel: Path | None = None,
-                 files: Mapping[str, object] | None = None, worktree: Mapping[str, object] | None = None) -> None:
+                 files: Mapping[str, object] | None = None, worktree: Mapping[str, object] | None = None,
+                 env_files: Mapping[str, object] | None = None) -> None:
     """Record which configuration a tree holds, how it was configured (a secret's value as a digest),
     its last complete inputs, the remedies (known-failure fixes) applied to it, which its later builds
-    keep, the wheel it made, its files in the checkout (outputs.py), and the working tree's changed files
-    as the last complete build began (shortcut.py)."""
+    keep, the wheel it made, its files in the checkout (outputs.py), the working tree's changed files
+    as the last complete build began (shortcut.py), and the files its editable install put into the env
+    (scikit-build-core: the compiled outputs live there)."""
     data = {"key": key, "configure": kept_values(configure), "done": done, "remedies": dict(remedies or {}),
             "wheel": wheel_id(wheel) if wheel else None, "outputs": dict(files or {}),
-            "worktree": dict(worktree) if worktree is not None else None}
+            "worktree": dict(worktree) if worktree is not None else None,
+            "env_files": dict(env_files) if env_files is not None else None}
     (build / MARKER).write_text(json.dumps(data, indent=2))
 
 

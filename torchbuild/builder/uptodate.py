@@ -125,8 +125,13 @@ def nothing_to_do(explained: list[str] | None) -> bool:
     return explained is not None and all(ALWAYS_RUN.fullmatch(line) for line in explained)
 
 
-def installed(plan: Plan) -> bool:
-    """The env imports the package from this checkout, and from nowhere else, and its extensions exist."""
+def installed(plan: Plan, marker: Mapping[str, object] | None = None) -> bool:
+    """The env imports the package from this checkout, and from nowhere else, and its extensions exist
+    (where the driver installs them into the env: the files this tree's last build put there, unchanged)."""
+    if plan.outputs_in_env:
+        kept = marker.get("env_files") if marker else None
+        return isinstance(kept, dict) and bool(kept) and kept == env_files(plan) \
+            and redirected_into(plan.env.prefix, plan.checkout)
     package = plan.checkout / plan.package
     if not package.is_dir() or not any(package.glob("*.so")):
         return False
@@ -162,4 +167,51 @@ def serving(site: Path, package: str) -> set[Path]:
                 root = (site / line).resolve()
                 if (root / package).is_dir():
                     found.add((root / package).resolve())
+    return found
+
+
+def editable_record(prefix: Path, checkout: Path) -> Path | None:
+    """The RECORD of the editable install of `checkout` in the env at `prefix` (its direct_url.json names it)."""
+    uri = f'"{checkout.resolve().as_uri()}"'
+    for direct in prefix.glob("lib/python*/site-packages/*.dist-info/direct_url.json"):
+        with contextlib.suppress(OSError):
+            if uri in direct.read_text(errors="replace") and (direct.parent / "RECORD").is_file():
+                return direct.parent / "RECORD"
+    return None
+
+
+def env_files(plan: Plan) -> dict[str, list[int]]:
+    """The files the editable install of the checkout put into the env (its RECORD), by size and mtime: a
+    scikit-build-core configuration's compiled outputs live there, not in the checkout."""
+    record = editable_record(plan.env.prefix, plan.checkout)
+    if record is None:
+        return {}
+    site = record.parent.parent
+    out: dict[str, list[int]] = {}
+    for row in record.read_text(errors="replace").splitlines():
+        rel = row.rsplit(",", 2)[0]
+        if not rel or rel.endswith((".pyc", "/RECORD")) or "__pycache__" in rel:
+            continue
+        with contextlib.suppress(OSError):
+            st = (site / rel).stat()
+            out[rel] = [st.st_size, st.st_mtime_ns]
+    return out
+
+
+SKBC_INSTALL = re.compile(r"(?m)^install\((\{.*?\}),")
+
+
+def redirected_into(prefix: Path, checkout: Path) -> bool:
+    """Whether scikit-build-core's redirect hooks in the env (`_editable_skbc_*.py`) serve the project's
+    Python files from this checkout, by exact resolved path."""
+    import ast
+
+    found = False
+    for hook in prefix.glob("lib/python*/site-packages/_editable_skbc_*.py"):
+        with contextlib.suppress(OSError, ValueError, SyntaxError):
+            called = SKBC_INSTALL.search(hook.read_text(errors="replace"))
+            sources = ast.literal_eval(called.group(1)) if called else {}
+            paths = [Path(v).resolve() for v in sources.values() if isinstance(v, str)]
+            if paths and all(p.is_relative_to(checkout.resolve()) for p in paths):
+                found = True
     return found

@@ -1,0 +1,70 @@
+"""scikit-build-core projects (PyTorch 2.14 and main build this way): the build driver is read from the
+checkout, the CMake tree is build/ (kept per configuration), the compiled outputs live in the env's
+site-packages, and "up to date" means exactly those files, from this checkout."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .conftest import inv
+from .skbuild import make_skbuild_project
+from .test_build import build, env_python, shared  # noqa: F401  (fixtures)
+from .test_shortcut import edit
+
+UP_TO_DATE = "up to date:"
+
+
+@pytest.fixture
+def skproject(tmp_path, shared, monkeypatch):  # noqa: F811
+    for key, value in {**shared, "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs")}.items():
+        monkeypatch.setenv(key, value)
+    up = make_skbuild_project(tmp_path / "up", units=4)
+    inv("clone", "--url", up.as_uri(), "--path", str(tmp_path / "co"), check=True)
+    return tmp_path / "co"
+
+
+def imported(checkout: Path) -> tuple[str, str]:
+    out = subprocess.run([str(env_python()), "-c", "import skdemo, skdemo._core as c; print(skdemo.checksum(), "
+                          "c.__file__)"], cwd=checkout.parent, capture_output=True, text=True, check=True).stdout
+    checksum, where = out.split()
+    return checksum, where
+
+
+@pytest.mark.slow
+def test_a_scikit_build_core_project_builds_in_build_and_its_no_op_runs_nothing(skproject, tmp_path):
+    doctor = inv("doctor", env={"TORCHBUILD_SOURCE_PATH": str(skproject)}, check=True)
+    assert "build driver" in doctor.stdout and "scikit-build-core" in doctor.stdout
+    first = build(skproject, "--cuda", "none")
+    assert "setup.py" not in first.stderr.split("where the time went")[0].replace("no setup.py", "")
+    assert (skproject / "build" / "CMakeCache.txt").is_file()  # the tree is kept, not a temporary folder
+    checksum, where = imported(skproject)
+    site = str(env_python().parent.parent)
+    assert where.startswith(site)  # the redirect install: the extension in the env, the .py from the checkout
+
+    again = build(skproject, "--cuda", "none")
+    assert UP_TO_DATE in again.stderr and "built in" not in again.stderr
+
+    edit(skproject / "src/core/unit_01.cpp", "(n / 2)", "(n / 3)")
+    edited = build(skproject, "--cuda", "none")
+    assert UP_TO_DATE not in edited.stderr and "1 compile step(s)" in edited.stderr
+    changed, _ = imported(skproject)
+    assert changed != checksum
+    assert UP_TO_DATE in build(skproject, "--cuda", "none").stderr
+
+    # another checkout of the project installed into the same env: this one is no longer "up to date"
+    other = tmp_path / "co-other"
+    shutil.copytree(skproject, other, symlinks=True, ignore=shutil.ignore_patterns("build", ".torchbuild"))
+    build(other, "--cuda", "none")
+    assert UP_TO_DATE not in build(skproject, "--cuda", "none").stderr
+    assert imported(skproject)[0] == changed and os.path.exists(imported(skproject)[1])
+
+    # a debug build replaces the env's extension; back to release, the release library is the env's again
+    build(skproject, "--cuda", "none", "--debug")
+    back = build(skproject, "--cuda", "none")
+    assert "restored the" in back.stderr and imported(skproject)[0] == changed
+    assert UP_TO_DATE in build(skproject, "--cuda", "none").stderr

@@ -1,0 +1,55 @@
+"""What every build driver answers, and the PEP 517 pieces they share."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...compat import pyproject
+
+# A PEP 517 frontend in one line, as `python -m build --wheel --no-isolation` calls the backend: argv is
+# the backend ("module:object"), the wheel folder, the config settings (JSON), then backend-path entries.
+WHEEL_HOOK = ("import functools, importlib, json, os, sys; sys.path[:0] = [os.path.abspath(p) for p in sys.argv[4:]]; "
+              "name, _, attrs = sys.argv[1].partition(':'); "
+              "backend = functools.reduce(getattr, filter(None, attrs.split('.')), importlib.import_module(name)); "
+              "os.makedirs(sys.argv[2], exist_ok=True); "
+              "print('built ' + os.path.join(sys.argv[2], backend.build_wheel(sys.argv[2], json.loads(sys.argv[3]) "
+              "or None)))")
+LEGACY_BACKEND = "setuptools.build_meta:__legacy__"  # what frontends use without [build-system]
+
+
+def build_backend(checkout: Path) -> tuple[str, tuple[str, ...]]:
+    """The build backend pyproject.toml names and its backend-path (setuptools' legacy one without)."""
+    table = pyproject(checkout).get("build-system", {})
+    return str(table.get("build-backend") or LEGACY_BACKEND), tuple(table.get("backend-path") or ())
+
+
+@dataclass(frozen=True)
+class Driver:
+    """A checkout's build driver (the generic PEP 517 one; the others override what differs)."""
+
+    checkout: Path
+    backend: str
+    backend_path: tuple[str, ...] = ()
+
+    name = "PEP 517"
+    outputs_in_env = False  # compiled outputs installed into the env's site-packages, not the checkout
+
+    def describe(self) -> str:
+        """One line for `inv doctor` and the build's first lines."""
+        return f"{self.name} ({self.backend})"
+
+    def config_settings(self) -> dict[str, str]:
+        """The backend's config settings for every build (`-C key=value`)."""
+        return {}
+
+    def develop(self, python: str, setuptools: str) -> tuple[str, ...]:
+        """The editable install: PEP 660 through pip, in the env as it is (no isolation)."""
+        settings = [f"--config-settings={k}={v}" for k, v in self.config_settings().items()]
+        return (python, "-m", "pip", "install", "-e", ".", "-v", "--no-build-isolation", *settings)
+
+    def wheel(self, python: str, dist: Path, setuptools: str = "") -> tuple[str, ...]:
+        """A wheel straight from the backend (no pip: its start-up and metadata step cost half a second)."""
+        return (python, "-c", WHEEL_HOOK, self.backend, str(dist), json.dumps(self.config_settings()),
+                *self.backend_path)

@@ -1,0 +1,32 @@
+"""scikit-build-core: PyTorch 2.14 and main (PYTORCH_FACTS.md, "The scikit-build-core era": the backend switch,
+PR #180247; cmake/EnvVarForwarding.cmake; tools/metadata), and any other scikit-build-core project.
+
+An editable install is `editable.mode = "redirect"`: the .py files are imported from the checkout through
+an import hook (`_editable_skbc_<name>.pth/.py` in site-packages), and everything CMake installs is copied
+into the env's site-packages. The CMake tree is `build/` (`-C build-dir=build`; PyTorch's pyproject and
+build_stage2.py assume `<checkout>/build`), which torchbuild keeps per configuration, as for setup.py; without
+it scikit-build-core builds in a temporary folder, from nothing, every time. setup.py, where there is one, is
+a shim (PR #180248): torchbuild never runs it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .base import Driver
+
+
+class ScikitBuildCore(Driver):
+    name = "scikit-build-core"
+    outputs_in_env = True
+
+    def describe(self) -> str:
+        era = "PyTorch's scikit-build-core driver (2.14 and main)" if self.is_pytorch(self.checkout) else self.name
+        return f"{era} ({self.backend}); build tree build/, compiled outputs in the env's site-packages"
+
+    @staticmethod
+    def is_pytorch(checkout: Path) -> bool:
+        """PyTorch's own files of this era: the CMake module that forwards the environment."""
+        return (checkout / "cmake" / "EnvVarForwarding.cmake").is_file() or (checkout / "tools" / "metadata").is_dir()
+
+    def config_settings(self) -> dict[str, str]:
+        return {"build-dir": "build"}
