@@ -40,7 +40,7 @@ def test_a_scikit_build_core_project_builds_in_build_and_its_no_op_runs_nothing(
     doctor = inv("doctor", env={"TORCHBUILD_SOURCE_PATH": str(skproject)}, check=True)
     assert "build driver" in doctor.stdout and "scikit-build-core" in doctor.stdout
     first = build(skproject, "--cuda", "none")
-    assert "setup.py" not in first.stderr.split("where the time went")[0].replace("no setup.py", "")
+    assert "setup.py" not in first.stderr and "pip and the backend" in first.stderr  # no setup.py phase
     assert (skproject / "build" / "CMakeCache.txt").is_file()  # the tree is kept, not a temporary folder
     checksum, where = imported(skproject)
     site = str(env_python().parent.parent)

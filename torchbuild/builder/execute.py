@@ -163,7 +163,8 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
             quick = shortcut.command(build, merged_env(base_env, plan.changes)) if why is None else None
             con.info(f"only files ninja builds from changed since the last build: `cmake {' '.join(quick[1:])}` in "
                      "build/, as setup.py runs it, without pip (--rerun goes the whole way)" if quick else
-                     f"the whole way through setup.py: {why or 'no cmake on the PATH'}")
+                     f"the whole way through {'pip' if plan.outputs_in_env else 'setup.py'}: "
+                     f"{why or 'no cmake on the PATH'}")
         elif edited:
             con.info(f"the whole way: {edited}")
         build.mkdir(exist_ok=True)  # the tree is this configuration's from now on, even if interrupted
@@ -245,7 +246,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
             result.hits, result.misses = parse_sccache_stats(stats)
         steps = profile.ninja_steps(ninja_log, offset, command_start)
         spans = profile.phases(timeline, command_start, command_end, time.time(), "cmake --build" if quick else
-                               "setup.py")
+                               "setup.py" if "setup.py" in plan.command[1:3] else "pip and the backend")
         result.profile = profile.write(plan.log, steps, spans, profile.summarise(
             steps, spans, result.hits, result.misses, watch.peak.per_compiler), f"{plan.key} {plan.log.stem}")
         record.write(probed, plan, time.monotonic() - start, "ok", 0, remedies, result.profile,
