@@ -63,8 +63,13 @@ def test_a_scikit_build_core_project_builds_in_build_and_its_no_op_runs_nothing(
     assert UP_TO_DATE not in build(skproject, "--cuda", "none").stderr
     assert imported(skproject)[0] == changed and os.path.exists(imported(skproject)[1])
 
-    # a debug build replaces the env's extension; back to release, the release library is the env's again
-    build(skproject, "--cuda", "none", "--debug")
+    # a debug build replaces the env's install; back to release, its files come back into the env: nothing runs
+    build(skproject, "--cuda", "none")
+    debug = build(skproject, "--cuda", "none", "--debug")
+    assert "from the env" in debug.stderr and imported(skproject)[0] == changed
+    debug_lib = Path(imported(skproject)[1]).read_bytes()
     back = build(skproject, "--cuda", "none")
-    assert "restored the" in back.stderr and imported(skproject)[0] == changed
-    assert UP_TO_DATE in build(skproject, "--cuda", "none").stderr
+    assert "restored the" in back.stderr and "in the env" in back.stderr and UP_TO_DATE in back.stderr
+    assert imported(skproject)[0] == changed and Path(imported(skproject)[1]).read_bytes() != debug_lib
+    again = build(skproject, "--cuda", "none", "--debug")  # and the debug one, as its build left it
+    assert UP_TO_DATE in again.stderr and Path(imported(skproject)[1]).read_bytes() == debug_lib

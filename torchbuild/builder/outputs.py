@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from pathlib import Path
 from typing import Mapping
 
@@ -22,6 +23,7 @@ from ..run import run
 from .slots import source_files
 
 STASH = ".torchbuild-outputs"  # inside a kept tree: its configuration's files from the checkout
+ENV_STASH = ".torchbuild-env"  # inside a kept tree: the files its editable install put into the env
 OWN = ("build", ".torchbuild", ".git", "dist")  # top-level folders that are never a configuration's files
 
 Stats = dict[str, tuple[int, int]]
@@ -150,3 +152,48 @@ def prune(folder: Path, checkout: Path) -> None:
         except OSError:
             return
         folder = folder.parent
+
+
+def stash_env(tree: Path, recorded: Mapping[str, object]) -> int:
+    """Move the files a configuration's editable install put into the env (scikit-build-core: its compiled
+    outputs in site-packages, the redirect hook, the dist-info) into its tree, the ones still as its build
+    left them (another install's file stays); how many moved. Taking them out uninstalls the configuration."""
+    moved = 0
+    for name, stat in recorded.items():
+        src = Path(name)
+        try:
+            st = os.lstat(src)
+        except OSError:
+            continue
+        if [st.st_size, st.st_mtime_ns] != stat or not src.is_absolute():
+            continue
+        dest = tree / ENV_STASH / name.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(src, dest)  # a rename, or a copy keeping the mtime across file systems
+        moved += 1
+        folder = src.parent
+        while folder.name != "site-packages" and folder != folder.parent:
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+            folder = folder.parent
+    return moved
+
+
+def restore_env(tree: Path) -> int:
+    """Put a kept tree's env files back where its install had them (never over a file there now: that is
+    another install's, and the build then goes the whole way); how many moved."""
+    kept = tree / ENV_STASH
+    moved = 0
+    for root, _dirs, files in os.walk(kept):
+        for f in files:
+            src = Path(root) / f
+            dest = Path("/") / src.relative_to(kept)
+            if dest.exists() or dest.is_symlink():
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(src, dest)
+            moved += 1
+    shutil.rmtree(kept, ignore_errors=True)
+    return moved

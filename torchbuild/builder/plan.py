@@ -77,11 +77,12 @@ def config_key(version: str, toolkit: Toolkit | None, build_type: str) -> str:
     return f"py{minor}-{cuda}-{build_type}"
 
 
-def build_command(checkout: Path, env: EnvChoice, wheel: bool, dist: Path) -> tuple[str, ...]:
+def build_command(checkout: Path, env: EnvChoice, wheel: bool, dist: Path, build_type: str = "release"
+                  ) -> tuple[str, ...]:
     """The checkout's build driver's command: the editable install, or a wheel into `dist`."""
     driver = detect(checkout)
-    return driver.wheel(str(env.python), dist, env.setuptools) if wheel else \
-        driver.develop(str(env.python), env.setuptools)
+    return driver.wheel(str(env.python), dist, env.setuptools, build_type) if wheel else \
+        driver.develop(str(env.python), env.setuptools, build_type)
 
 
 def arch_supported(cuda: str, arch: str) -> bool:
@@ -219,7 +220,8 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
         configure["python"] = str(env.python)
     inputs = {**configure, **{k: v for k, v in full.items() if k.startswith(OUTPUT_PREFIXES) or k in set_here}}
     driver = detect(checkout)
-    return Plan(checkout, env, toolkit, key, configure, changes, build_command(checkout, env, opts.wheel, dist),
+    command = build_command(checkout, env, opts.wheel, dist, opts.build_type)
+    return Plan(checkout, env, toolkit, key, configure, changes, command,
                 log, stats_log, jobs_reason, tuple(notes), opts.wheel, dist if opts.wheel else None, launcher,
                 package_name(checkout), facts.jobserver, joins, shims, inputs, facts.linker_trial,
                 cfg.cache_root / "linkers.json", driver.describe(), driver.outputs_in_env and not opts.wheel)

@@ -58,15 +58,18 @@ def activate_tree(checkout: Path, key: str) -> str | None:
         if target.exists() and current:
             shutil.rmtree(target)
         moved = outputs.stash(checkout, build, recorded_outputs(current)) if current else 0
+        from_env = outputs.stash_env(build, env_recorded(current)) if current else 0
         os.replace(build, target)
         message.append(f"kept the {old} tree in {target}" + (f" with its {moved} file(s) from the checkout"
-                                                              if moved else "") if current else
+                                                              if moved else "")
+                       + (f" and its {from_env} from the env" if from_env else "") if current else
                        f"build/ was not made by torchbuild: moved it, untouched, to {target} (to bring it back: "
                        f"inv clean && mv {target} {build})")
     if (stash / key).exists():
         os.replace(stash / key, build)
-        moved = outputs.restore(checkout, build)
-        message.append(f"restored the {key} tree" + (f" and its {moved} file(s) in the checkout" if moved else ""))
+        moved, to_env = outputs.restore(checkout, build), outputs.restore_env(build)
+        message.append(f"restored the {key} tree" + (f" and its {moved} file(s) in the checkout" if moved else "")
+                       + (f" and its {to_env} in the env" if to_env else ""))
     else:
         message.append(f"new tree for {key}")
     return "; ".join(message)
@@ -113,6 +116,12 @@ def kept_values(variables: Mapping[str, str]) -> dict[str, str]:
 def recorded_outputs(marker: Mapping[str, object] | None) -> dict[str, object]:
     """The configuration's files in the checkout, as its tree's marker records them."""
     files = marker.get("outputs") if marker else None
+    return dict(files) if isinstance(files, dict) else {}
+
+
+def env_recorded(marker: Mapping[str, object] | None) -> dict[str, object]:
+    """The files the configuration's editable install put into the env, as its tree's marker records them."""
+    files = marker.get("env_files") if marker else None
     return dict(files) if isinstance(files, dict) else {}
 
 

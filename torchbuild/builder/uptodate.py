@@ -5,6 +5,7 @@ ninja's pending work, the env's install of the checkout, the source folder the t
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import time
@@ -190,11 +191,12 @@ def env_files(plan: Plan) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     for row in record.read_text(errors="replace").splitlines():
         rel = row.rsplit(",", 2)[0]
-        if not rel or rel.endswith((".pyc", "/RECORD")) or "__pycache__" in rel:
+        path = Path(os.path.normpath(site / rel))
+        if not rel or rel.endswith(".pyc") or "__pycache__" in rel or not path.is_relative_to(plan.env.prefix):
             continue
         with contextlib.suppress(OSError):
-            st = (site / rel).stat()
-            out[rel] = [st.st_size, st.st_mtime_ns]
+            st = path.lstat()
+            out[str(path)] = [st.st_size, st.st_mtime_ns]
     return out
 
 

@@ -40,16 +40,16 @@ class Driver:
         """One line for `inv doctor` and the build's first lines."""
         return f"{self.name} ({self.backend})"
 
-    def config_settings(self) -> dict[str, str]:
-        """The backend's config settings for every build (`-C key=value`)."""
+    def config_settings(self, build_type: str) -> dict[str, str]:
+        """The backend's config settings for a build of this type (`-C key=value`)."""
         return {}
 
-    def develop(self, python: str, setuptools: str) -> tuple[str, ...]:
+    def develop(self, python: str, setuptools: str, build_type: str = "release") -> tuple[str, ...]:
         """The editable install: PEP 660 through pip, in the env as it is (no isolation)."""
-        settings = [f"--config-settings={k}={v}" for k, v in self.config_settings().items()]
+        settings = [f"--config-settings={k}={v}" for k, v in self.config_settings(build_type).items()]
         return (python, "-m", "pip", "install", "-e", ".", "-v", "--no-build-isolation", *settings)
 
-    def wheel(self, python: str, dist: Path, setuptools: str = "") -> tuple[str, ...]:
+    def wheel(self, python: str, dist: Path, setuptools: str = "", build_type: str = "release") -> tuple[str, ...]:
         """A wheel straight from the backend (no pip: its start-up and metadata step cost half a second)."""
-        return (python, "-c", WHEEL_HOOK, self.backend, str(dist), json.dumps(self.config_settings()),
+        return (python, "-c", WHEEL_HOOK, self.backend, str(dist), json.dumps(self.config_settings(build_type)),
                 *self.backend_path)

@@ -32,11 +32,13 @@ class SetuptoolsEra(Driver):
         return REDIRECT not in (self.checkout / "setup.py").read_text(errors="replace") \
             and major is not None and int(major.group(1)) < 80
 
-    def develop(self, python: str, setuptools: str) -> tuple[str, ...]:
-        """`setup.py develop` where it is the release's own way; else what its setup.py redirects to."""
-        return (python, "setup.py", "develop") if self.legacy(setuptools) else super().develop(python, setuptools)
+    def develop(self, python: str, setuptools: str, build_type: str = "release") -> tuple[str, ...]:
+        """`setup.py develop` where it is the release's own way; else what its setup.py redirects to (the
+        build type reaches setup.py as DEBUG / REL_WITH_DEB_INFO)."""
+        return (python, "setup.py", "develop") if self.legacy(setuptools) \
+            else super().develop(python, setuptools, build_type)
 
-    def wheel(self, python: str, dist: Path, setuptools: str = "") -> tuple[str, ...]:
+    def wheel(self, python: str, dist: Path, setuptools: str = "", build_type: str = "release") -> tuple[str, ...]:
         """`setup.py bdist_wheel` where develop is setup.py's too; else the backend's wheel."""
         return (python, "setup.py", "bdist_wheel", "-d", str(dist)) if self.legacy(setuptools) \
-            else super().wheel(python, dist, setuptools)
+            else super().wheel(python, dist, setuptools, build_type)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from .base import Driver
 
+CMAKE_BUILD_TYPE = {"release": "Release", "debug": "Debug", "relwithdebinfo": "RelWithDebInfo"}
+
 
 class ScikitBuildCore(Driver):
     name = "scikit-build-core"
@@ -28,5 +30,7 @@ class ScikitBuildCore(Driver):
         """PyTorch's own files of this era: the CMake module that forwards the environment."""
         return (checkout / "cmake" / "EnvVarForwarding.cmake").is_file() or (checkout / "tools" / "metadata").is_dir()
 
-    def config_settings(self) -> dict[str, str]:
-        return {"build-dir": "build"}
+    def config_settings(self, build_type: str) -> dict[str, str]:
+        """The kept tree, and the build type (scikit-build-core reads neither DEBUG nor REL_WITH_DEB_INFO;
+        PyTorch's pyproject maps them to the same setting through [[tool.scikit-build.overrides]])."""
+        return {"build-dir": "build", "cmake.build-type": CMAKE_BUILD_TYPE[build_type]}
