@@ -98,11 +98,7 @@ def no_compiler_path(tmp: Path) -> str:
 
 
 def test_nightly_gives_an_importable_checkout_without_compiling(served, tmp_path, monkeypatch):
-    for key, value in served["env"].items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("TORCHBUILD_NIGHTLY_INDEX_URL", served["url"])
-    co = tmp_path / "co"
-    inv("clone", "--url", served["up"].url("pytorch"), "--path", str(co), check=True)
+    co = served_clone(served, tmp_path, monkeypatch)
     assert git(co, "rev-parse", "HEAD") == served["c4"]
     git(co, "checkout", "-q", "-B", "work", served["c3"])  # a checkout the newest nightly is ahead of
     bare = {"PATH": no_compiler_path(tmp_path)}
@@ -236,12 +232,18 @@ def test_a_hostile_or_broken_nightly_is_refused_before_anything_is_written(serve
     assert git(co, "status", "--porcelain") == ""
 
 
-def test_checkout_names_what_git_says_of_a_branch_name(served, tmp_path, monkeypatch):
+def served_clone(served, tmp_path: Path, monkeypatch) -> Path:
+    """A fresh clone of the served upstream, with the index and the module's env in this test's env."""
     for key, value in served["env"].items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("TORCHBUILD_NIGHTLY_INDEX_URL", served["url"])
     co = tmp_path / "co"
     inv("clone", "--url", served["up"].url("pytorch"), "--path", str(co), check=True)
+    return co
+
+
+def test_checkout_names_what_git_says_of_a_branch_name(served, tmp_path, monkeypatch):
+    co = served_clone(served, tmp_path, monkeypatch)
     done = inv("nightly", "--path", str(co), "--cuda", "none", "--checkout", "@{-1}", check=False)
     assert done.returncode != 0 and "Traceback" not in done.output
     assert "'@{-1}' is not a valid branch name" in done.stderr

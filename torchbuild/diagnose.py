@@ -7,7 +7,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 
 @dataclass(frozen=True)
@@ -58,3 +58,29 @@ def diagnose(output: str, jobs: int = 1) -> list[Diagnosis]:
             values.update(jobs=str(jobs), half_jobs=str(max(1, jobs // 2)))
             found.append(Diagnosis(failure, failure.explain.format(**values), failure.fix.format(**values)))
     return found
+
+
+class UnusedVariables:
+    """The variables CMake says it did not use ("Manually-specified variables were not used by the project:"),
+    read as the build's lines go by: a misspelt option (`--set USE_CUDAA=1`) is otherwise only in the log."""
+
+    HEADER = "Manually-specified variables were not used by the project"
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._reading = False
+
+    def feed(self, line: str) -> None:
+        text = line.strip()
+        if self.HEADER in text:
+            self._reading = True
+        elif self._reading and text:
+            if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text):
+                self.names.append(text)
+            else:
+                self._reading = False
+
+    def given(self, variables: Iterable[str]) -> list[str]:
+        """The unused ones the user gave (--set, build.env, the shell), not those a build script adds."""
+        wanted = set(variables)
+        return sorted({n for n in self.names if n in wanted})

@@ -16,11 +16,11 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Callable, Iterable, Iterator, Mapping
+from typing import IO, Callable, Iterator, Mapping
 
 from .. import console as _console
 from .. import jobserver, usage
-from ..diagnose import Diagnosis, diagnose
+from ..diagnose import Diagnosis, UnusedVariables, diagnose
 from ..errors import CommandError, TorchbuildError
 from ..progress import Tracker
 from ..run import format_command, merged_env, run
@@ -185,7 +185,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
             run([sccache, "--stop-server"], env=plan.changes, base_env=base_env, capture=True, echo=False,
                 check=False)
         tracker = Tracker()
-        unused = Unused()
+        unused = UnusedVariables()
         ninja_log = build / ".ninja_log"
         offset = ninja_log.stat().st_size if ninja_log.exists() else 0
         probed = record.start(plan, base_env)
@@ -368,34 +368,8 @@ def _log_tail(log: Path, size: int = 4 * 1024 * 1024) -> str:
         return fh.read().decode(errors="replace")
 
 
-class Unused:
-    """The variables CMake says it did not use ("Manually-specified variables were not used by the project:"),
-    read as the build's lines go by: a misspelt option (`--set USE_CUDAA=1`) is otherwise only in the log."""
-
-    HEADER = "Manually-specified variables were not used by the project"
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-        self._reading = False
-
-    def feed(self, line: str) -> None:
-        text = line.strip()
-        if self.HEADER in text:
-            self._reading = True
-        elif self._reading and text:
-            if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text):
-                self.names.append(text)
-            else:
-                self._reading = False
-
-    def given(self, variables: Iterable[str]) -> list[str]:
-        """The unused ones the user gave (--set, build.env, the shell), not those a build script adds."""
-        wanted = set(variables)
-        return sorted({n for n in self.names if n in wanted})
-
-
 def _show(tracker: Tracker, verbose: bool, log: IO[str], timeline: profile.Timeline,
-          unused: Unused | None = None) -> Callable[[str], None]:
+          unused: UnusedVariables | None = None) -> Callable[[str], None]:
     con = _console.get()
 
     def on_line(line: str) -> None:
