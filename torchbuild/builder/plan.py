@@ -20,7 +20,7 @@ from ..run import format_command, merged_env
 from ..toolchain import system
 from ..toolchain.cuda import Toolkit
 from ..toolchain.linkers import Linker
-from .drivers import detect
+from .drivers import Driver, detect
 from .facts import BuildFacts
 from .request import BuildRequest
 
@@ -77,10 +77,9 @@ def config_key(version: str, toolkit: Toolkit | None, build_type: str) -> str:
     return f"py{minor}-{cuda}-{build_type}"
 
 
-def build_command(checkout: Path, env: EnvChoice, wheel: bool, dist: Path, build_type: str = "release"
+def build_command(driver: Driver, env: EnvChoice, wheel: bool, dist: Path, build_type: str = "release"
                   ) -> tuple[str, ...]:
     """The checkout's build driver's command: the editable install, or a wheel into `dist`."""
-    driver = detect(checkout)
     return driver.wheel(str(env.python), dist, env.setuptools, build_type) if wheel else \
         driver.develop(str(env.python), env.setuptools, build_type)
 
@@ -220,7 +219,7 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
         configure["python"] = str(env.python)
     inputs = {**configure, **{k: v for k, v in full.items() if k.startswith(OUTPUT_PREFIXES) or k in set_here}}
     driver = detect(checkout)
-    command = build_command(checkout, env, opts.wheel, dist, opts.build_type)
+    command = build_command(driver, env, opts.wheel, dist, opts.build_type)
     return Plan(checkout, env, toolkit, key, configure, changes, command,
                 log, stats_log, jobs_reason, tuple(notes), opts.wheel, dist if opts.wheel else None, launcher,
                 package_name(checkout), facts.jobserver, joins, shims, inputs, facts.linker_trial,

@@ -4,6 +4,7 @@ ninja's pending work, the env's install of the checkout, the source folder the t
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import os
 import re
@@ -149,8 +150,6 @@ def serving(site: Path, package: str) -> set[Path]:
     """The folders an env's site-packages imports `package` from, as its editable installs map it, by
     exact resolved path: setuptools' finder (`__editable___*_finder.py` MAPPING), a .pth line, an
     .egg-link (`setup.py develop`). A path that merely starts like the checkout's is another checkout."""
-    import ast
-
     found: set[Path] = set()
     for finder in site.glob("__editable___*_finder.py"):
         with contextlib.suppress(OSError, ValueError, SyntaxError):
@@ -206,8 +205,6 @@ SKBC_INSTALL = re.compile(r"(?m)^install\((\{.*?\}),")
 def redirected_into(prefix: Path, checkout: Path) -> bool:
     """Whether scikit-build-core's redirect hooks in the env (`_editable_skbc_*.py`) serve the project's
     Python files from this checkout, by exact resolved path."""
-    import ast
-
     found = False
     for hook in prefix.glob("lib/python*/site-packages/_editable_skbc_*.py"):
         with contextlib.suppress(OSError, ValueError, SyntaxError):

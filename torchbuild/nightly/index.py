@@ -117,17 +117,22 @@ def unsafe_member(info: zipfile.ZipInfo) -> str | None:
     return None
 
 
+def refuse_unsafe(wheel: Path, members: Sequence[zipfile.ZipInfo]) -> None:
+    """An error naming the first member of `wheel` that may not be written into a checkout (unsafe_member)."""
+    for info in members:
+        why = unsafe_member(info)
+        if why:
+            raise TorchbuildError(f"{wheel.name} has a member that would be written outside its folder: "
+                                  f"{info.filename} ({why}); nothing was placed",
+                                  "check nightly.index_url: that index serves a wheel no build made")
+
+
 def read(path: Path, package: str) -> Wheel:
     """Version, git_version and requirements of a wheel of `package`; a wheel with a member that could
     write outside the checkout, or whose version.py does not parse, is refused, naming it."""
     import_name = package.replace("-", "_")
     with zipfile.ZipFile(path) as whl:
-        for info in whl.infolist():
-            why = unsafe_member(info)
-            if why:
-                raise TorchbuildError(f"{path.name} has a member that would be written outside its folder: "
-                                      f"{info.filename} ({why}); nothing was placed",
-                                      "check nightly.index_url: that index serves a wheel no build made")
+        refuse_unsafe(path, whl.infolist())
         names = whl.namelist()
         meta = next((n for n in names if n.endswith(".dist-info/METADATA") and "/" not in n[:-len("/METADATA")]), None)
         version_py = next((n for n in names if n == f"{import_name}/version.py"), None) or \

@@ -19,7 +19,7 @@ from pathlib import Path
 from ..errors import TorchbuildError
 from ..run import run
 from ..wheels import env_paths
-from .index import compiled_members, unsafe_member
+from .index import compiled_members, refuse_unsafe
 
 
 def package_folders(checkout: Path, wheel: Path) -> list[str]:
@@ -53,11 +53,7 @@ def place(checkout: Path, wheel: Path, aside: Path) -> Placed:
     if not folders:
         raise TorchbuildError(f"{wheel.name} has no package folder the checkout has", "check nightly.package")
     members = compiled_members(wheel, folders)
-    for info in members:
-        why = unsafe_member(info)
-        if why:
-            raise TorchbuildError(f"{wheel.name} has a member that would be written outside its folder: "
-                                  f"{info.filename} ({why}); nothing was placed", "check nightly.index_url")
+    refuse_unsafe(wheel, members)
     tracked = _listed(checkout, ["git", "ls-files", "-z", "--", *folders])
     untracked = [m.filename for m in members if m.filename not in tracked]
     ignored = _listed(checkout, ["git", "check-ignore", "-z", "--stdin"], untracked) if untracked else set()
