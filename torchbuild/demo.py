@@ -205,14 +205,26 @@ class Upstream:
         return self.link(parent, path, child, url=self.url(new_name))
 
 
-def project_files(name: str, units: int = UNITS) -> dict[str, str | bytes]:
-    """The demo's source files for repo `name`: demo_project/<name>/ plus the generated core."""
-    base = PROJECT / name
-    files: dict[str, str | bytes] = {}
-    if base.is_dir():
-        for path in sorted(base.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                files[path.relative_to(base).as_posix()] = path.read_bytes()
+# The eras of PyTorch's build the demo can take (README, "Build drivers"): its files in demo_project/pytorch/
+# are 2.13's (setup.py + tools/setup_helpers); main's (scikit-build-core, 2.14 on) are those with
+# demo_project/pytorch_main/ laid over them and setup.py's helpers gone, as PyTorch's PR #180247 did.
+ERAS = ("main", "2.13")
+MAIN_ERA_GONE = ("tools/setup_helpers/", "tools/build_pytorch_libs.py")
+VERSIONS = {"main": "2.15.0a0\n", "2.13": "2.11.0a0\n"}
+
+
+def folder_files(base: Path) -> dict[str, str | bytes]:
+    """Every file under `base` by its path relative to it (caches left out)."""
+    return {path.relative_to(base).as_posix(): path.read_bytes() for path in sorted(base.rglob("*"))
+            if path.is_file() and "__pycache__" not in path.parts} if base.is_dir() else {}
+
+
+def project_files(name: str, units: int = UNITS, era: str = "2.13") -> dict[str, str | bytes]:
+    """The demo's source files for repo `name` in that era: demo_project/<name>/ plus the generated core."""
+    files = folder_files(PROJECT / name)
+    if name == "pytorch" and era == "main":
+        files = {rel: data for rel, data in files.items() if not rel.startswith(MAIN_ERA_GONE)}
+        files.update(folder_files(PROJECT / "pytorch_main"))
     if name == "pytorch":
         decls = "\n".join(f"long unit_{i:02d}(long n);" for i in range(units))
         calls = " + ".join(f"unit_{i:02d}(n)" for i in range(units))
@@ -270,11 +282,11 @@ def build_clone_files(up: Upstream) -> dict[str, str]:
 
 def make_upstream(root: Path, url_base: str | None = None,
                   extra_files: Mapping[str, Mapping[str, str | bytes]] | None = None, units: int = UNITS,
-                  legacy: bool = False, project_table: bool = True) -> Upstream:
-    """Create the demo repos under `root` (leaves first) and return the Upstream; `legacy`: shaped
-    like PyTorch 1.10 (version, build requirements a Python 3.6 env can install); `project_table`
-    False: pyproject.toml without PyTorch 2.8's [project] table (the split build's wheels keep
-    setup.py's names, as up to 2.7)."""
+                  legacy: bool = False, project_table: bool = True, era: str = "2.13") -> Upstream:
+    """Create the demo repos under `root` (leaves first) and return the Upstream. `era`: "2.13" builds
+    through setup.py, "main" through scikit-build-core (ERAS); `legacy`: shaped like PyTorch 1.10
+    (version, build requirements a Python 3.6 env can install); `project_table` False: pyproject.toml
+    without PyTorch 2.8's [project] table (the split build's wheels keep setup.py's names, as up to 2.7)."""
     root.mkdir(parents=True, exist_ok=True)
     extra = {**(extra_files or {})}
     if legacy:
@@ -296,9 +308,9 @@ def make_upstream(root: Path, url_base: str | None = None,
         git(repo, "init", "-q", "-b", "main")
         files: dict[str, str | bytes] = {"LICENSE": f"{name}: demo license\n", "README.md": f"# {name} (demo)\n"}
         if name == "pytorch":
-            files["version.txt"] = "2.11.0a0\n"
+            files["version.txt"] = VERSIONS[era]
             files["third_party/LICENSES_BUNDLED.txt"] = "The demo bundles fbgemm, asmjit and pybind11.\n"
-        files.update(project_files(name, units))
+        files.update(project_files(name, units, era))
         files.update(up.extra_files.get(name, {}))
         up.commit(name, files, f"{name}: initial")
         for path, sub in LAYOUT[name]:

@@ -64,10 +64,12 @@ def show_config(c):
 
 @task(help={"path": "where to put the demo (default: <cache dir>/demo)", "verbose": "show every command",
             "legacy": "shape it like PyTorch 1.10 and build it on Python 3.6",
+            "era": "main (default: scikit-build-core, as PyTorch 2.14 and main) or 2.13 (setup.py)",
             "units": "translation units in its core library (default 24; e.g. 2000 to measure relinks at scale)"})
-def demo(c, path=None, legacy=False, verbose=False, units=None):
+def demo(c, path=None, legacy=False, verbose=False, units=None, era="main"):
     """Run the whole job on the embedded demo project (a small PyTorch-shaped upstream)."""
-    cli.main(_root(c), "demo.demo", verbose=verbose, path=path, legacy=legacy, units=int(units) if units else None)
+    cli.main(_root(c), "demo.demo", verbose=verbose, path=path, legacy=legacy, units=int(units) if units else None,
+             era=era)
 
 
 PATCH_HELP = {"path": "the checkout (default: source.path)", "patches": "folder holding `series` (default: patches/)"}

@@ -10,7 +10,6 @@ the first options forever; the 2.9+ setup.py pops CMAKE_FRESH before reading it)
 from __future__ import annotations
 
 import contextlib
-import re
 import shutil
 import time
 from concurrent.futures import Future
@@ -26,6 +25,7 @@ from ..progress import Tracker
 from ..run import format_command, merged_env, run
 from ..toolchain import linkers
 from . import outputs, profile, record, shortcut
+from .cachestats import parse_sccache_stats, parse_stats_log
 from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
 from .plan import Plan, affects_configure, package_name
 from .request import BuildRequest
@@ -44,6 +44,7 @@ from .trees import (
 from .uptodate import (
     configured_for,
     env_files,
+    env_install_dir,
     inputs_stamp,
     installed,
     nothing_to_do,
@@ -77,30 +78,6 @@ class BuildResult:
         total = self.hits + self.misses
         return self.hits / total if total else None
 
-
-
-# ----------------------------------------------------------------------------- execution
-
-
-def parse_stats_log(text: str) -> tuple[int, int, int]:
-    """(hits, misses, remote hits) from a ccache stats log (one counter name a line, `#` file lines)."""
-    hits = misses = remote = 0
-    for line in text.splitlines():
-        word = line.strip()
-        if word in ("direct_cache_hit", "preprocessed_cache_hit"):
-            hits += 1
-        elif word == "cache_miss":
-            misses += 1
-        elif word == "remote_storage_hit":
-            remote += 1
-    return hits, misses, remote
-
-
-def parse_sccache_stats(text: str) -> tuple[int, int]:
-    """(hits, misses) from `sccache --show-stats` / `--stop-server` output."""
-    hits = re.search(r"(?m)^Cache hits\s+(\d+)\s*$", text)
-    misses = re.search(r"(?m)^Cache misses\s+(\d+)\s*$", text)
-    return int(hits.group(1)) if hits else 0, int(misses.group(1)) if misses else 0
 
 
 def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> BuildResult:
@@ -159,10 +136,15 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         quick = None
         if same and tree is not None and opts.shortcut and marker is not None and not plan.changes.get(
                 "BUILD_PYTHON_ONLY"):
-            why = whole_way(checkout, build, plan.package, marker, explained, tree, files)
-            quick = shortcut.command(build, merged_env(base_env, plan.changes)) if why is None else None
-            con.info(f"only files ninja builds from changed since the last build: `cmake {' '.join(quick[1:])}` in "
-                     "build/, as setup.py runs it, without pip (--rerun goes the whole way)" if quick else
+            into = env_install_dir(plan)
+            why = "the editable install is not in the env" if plan.env_install and into is None else \
+                whole_way(checkout, build, plan.package, marker, explained, tree, files, into)
+            quick = shortcut.commands(build, merged_env(base_env, plan.changes), into,
+                                      bool(plan.env_install and plan.env_install[1])) if why is None else None
+            con.info(f"only files ninja builds from changed since the last build: "
+                     f"{' then '.join('`cmake ' + ' '.join(q[1:]) + '`' for q in quick)} in build/, as "
+                     f"{'scikit-build-core' if into else 'setup.py'} runs it, without pip (--rerun goes the whole way)"
+                     if quick else
                      f"the whole way through {'pip' if plan.outputs_in_env else 'setup.py'}: "
                      f"{why or 'no cmake on the PATH'}")
         elif edited:
@@ -195,17 +177,17 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         command_start = time.time()
         with open(plan.log, "w", buffering=1) as log, usage.Watch(interval=0.5) as watch:  # line-buffered
             for attempt in (1, 2):
-                log.write(format_command(with_jobs(quick, plan.changes) if quick else list(plan.command), base_env,
-                                         plan.changes, build if quick else checkout) + "\n")
                 try:
                     try:
                         with job_slots(plan) as (changes, waited):
                             result.waited_for_jobs += waited
-                            run(with_jobs(quick, changes) if quick else list(plan.command),
-                                cwd=build if quick else checkout, env={**changes, BUILD_ID: running},
-                                base_env=base_env, echo=opts.verbose,
-                                on_line=_show(tracker, opts.verbose, log, timeline, unused),
-                                log=log)
+                            for argv, cwd in [*([(with_jobs(q, changes), build) for q in quick] if quick else
+                                                [(list(plan.command), checkout)]),
+                                              *([(list(plan.after), checkout)] if plan.after and not quick else [])]:
+                                log.write(format_command(argv, base_env, plan.changes, cwd) + "\n")
+                                run(argv, cwd=cwd, env={**changes, BUILD_ID: running}, base_env=base_env,
+                                    echo=opts.verbose, on_line=_show(tracker, opts.verbose, log, timeline, unused),
+                                    log=log)
                     finally:
                         result.waited_for_jobs += shim_waits(plan)
                     break
@@ -226,7 +208,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                     if importable:  # the configuration that was importable before this build comes back
                         con.info(activate_tree(checkout, importable) or "")
                     _fail(plan, tracker, found, exc.returncode, probed, time.monotonic() - start, remedies,
-                          with_jobs(quick, plan.changes) if quick else None, importable)
+                          with_jobs(quick[0], plan.changes) if quick else None, importable)
         con.clear_progress()
         command_end = time.time()
         typos = unused.given([*dict(opts.sets), *base_env])
@@ -250,7 +232,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         result.profile = profile.write(plan.log, steps, spans, profile.summarise(
             steps, spans, result.hits, result.misses, watch.peak.per_compiler), f"{plan.key} {plan.log.stem}")
         record.write(probed, plan, time.monotonic() - start, "ok", 0, remedies, result.profile,
-                     with_jobs(quick, plan.changes) if quick else None)
+                     with_jobs(quick[0], plan.changes) if quick else None)
         if plan.linker_trial:
             linker_trial(plan, build, steps, base_env)
     result.seconds = time.monotonic() - start

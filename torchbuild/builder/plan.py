@@ -32,7 +32,7 @@ CONFIGURE_NAMES = {"TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "CUDACXX", "CUDAHOSTCXX"
                    "REL_WITH_DEB_INFO", "CC", "CXX", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "CUDAFLAGS", "BLAS"}
 NOT_CONFIGURE = {"CMAKE_FRESH", "CMAKE_ONLY", "CMAKE_BUILD_PARALLEL_LEVEL"}  # setup.py pops the first two
 # What else reaches the build's outputs without reconfiguring (version.py, the wheel's name and version).
-OUTPUT_PREFIXES = ("PYTORCH_", "TORCH_", "LIBTORCH_")
+OUTPUT_PREFIXES = ("PYTORCH_", "TORCH_", "LIBTORCH_", "NATIVE_AOT")
 
 
 def affects_configure(name: str) -> bool:
@@ -65,6 +65,8 @@ class Plan:
     linker_memory: Path | None = None  # where the trial's answer is kept
     driver: str = ""  # the checkout's build driver, as `inv doctor` names it (drivers/)
     outputs_in_env: bool = False  # its editable install copies the compiled outputs into the env (scikit-build-core)
+    env_install: tuple[str, bool] | None = None  # with outputs_in_env: the folder in site-packages, and strip
+    after: tuple[str, ...] = ()  # the checkout's step after the editable install (PyTorch main's native-AOT stage 2)
 
 
 
@@ -223,7 +225,17 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
     return Plan(checkout, env, toolkit, key, configure, changes, command,
                 log, stats_log, jobs_reason, tuple(notes), opts.wheel, dist if opts.wheel else None, launcher,
                 package_name(checkout), facts.jobserver, joins, shims, inputs, facts.linker_trial,
-                cfg.cache_root / "linkers.json", driver.describe(), driver.outputs_in_env and not opts.wheel)
+                cfg.cache_root / "linkers.json", driver.describe(), driver.outputs_in_env and not opts.wheel,
+                driver.env_install(opts.build_type), after_install(driver, env, toolkit, opts.wheel, full))
+
+
+def after_install(driver: Driver, env: EnvChoice, toolkit: Toolkit | None, wheel: bool,
+                  full: Mapping[str, str]) -> tuple[str, ...]:
+    """The driver's step after an editable install of a CUDA build, unless TORCH_NATIVE_AOT=0 (or
+    NATIVE_AOT=0, its earlier name) turns it off."""
+    if wheel or toolkit is None or "0" in (full.get("TORCH_NATIVE_AOT"), full.get("NATIVE_AOT")):
+        return ()
+    return driver.after_install(str(env.python))
 
 
 def remote_slots(hosts: list[str]) -> int:

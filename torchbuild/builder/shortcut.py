@@ -1,4 +1,5 @@
-"""The edit-compile loop's shortcut: run in build/ what setup.py would run there, without pip.
+"""The edit-compile loop's shortcut: run in build/ what setup.py (or scikit-build-core) would run there,
+without pip.
 
 A rebuild after editing C++ is, in PyTorch's setup.py, `cmake --build . --target install` in build/
 (tools/setup_helpers/cmake.py) and then build_ext and pip's editable install, which redo nothing when
@@ -9,6 +10,12 @@ stamp), the install still points at the checkout, and every file changed since t
 as the newest input of an output it would rebuild, or Python inside the package (imported in place).
 Anything else (stub.c, tools/setup_helpers, a new file ninja does not know, a deleted file) takes the
 whole way, as does --rerun.
+
+Under scikit-build-core (PyTorch main) pip's editable install reconfigures, builds, installs into a
+staging tree, zips it and unpacks it into site-packages (#196619). The shortcut is CMake's build and
+`cmake --install --prefix <site-packages>/<wheel.install-dir>`, with the backend's strip, where the last
+install put exactly the files of CMake's install manifest there (no file the backend adds or leaves out,
+no absolute DESTINATION).
 """
 
 from __future__ import annotations
@@ -55,29 +62,74 @@ def refusal(changed: list[str], named: AbstractSet[str], package: str, outputs: 
     return None
 
 
-def command(build: Path, env: Mapping[str, str]) -> list[str] | None:
-    """setup.py's build step as tools/setup_helpers/cmake.py runs it, by `cmake` on the build's PATH
-    (`with_jobs` adds MAX_JOBS as it stands when the build starts)."""
+def commands(build: Path, env: Mapping[str, str], into: Path | None = None, strip: bool = False
+             ) -> list[list[str]] | None:
+    """setup.py's build step as tools/setup_helpers/cmake.py runs it; with `into` (scikit-build-core), CMake's
+    build and its install into that folder of the env, as the editable install puts it there. By `cmake` on
+    the build's PATH (`with_jobs` adds MAX_JOBS as it stands when the build starts)."""
     cmake = shutil.which("cmake", path=env.get("PATH"))
-    return [cmake, "--build", ".", "--target", "install", "--config",
-            cache_entry(build, "CMAKE_BUILD_TYPE") or "Release"] if cmake else None
+    config = cache_entry(build, "CMAKE_BUILD_TYPE") or "Release"
+    if cmake is None:
+        return None
+    if into is None:
+        return [[cmake, "--build", ".", "--target", "install", "--config", config]]
+    return [[cmake, "--build", ".", "--config", config],
+            [cmake, "--install", ".", "--config", config, "--prefix", str(into), *(["--strip"] if strip else [])]]
 
 
 def with_jobs(argv: list[str], env: Mapping[str, str | None]) -> list[str]:
-    """The command with setup.py's `-j MAX_JOBS` when MAX_JOBS is set."""
-    return [*argv, "-j", str(env["MAX_JOBS"])] if env.get("MAX_JOBS") else argv
+    """A build command with setup.py's `-j MAX_JOBS` when MAX_JOBS is set."""
+    return [*argv, "-j", str(env["MAX_JOBS"])] if env.get("MAX_JOBS") and "--build" in argv else argv
 
 
 def whole_way(checkout: Path, build: Path, package: str, marker: Mapping[str, object], explained: list[str] | None,
-              now: Mapping[str, object], outputs: Mapping[str, object]) -> str | None:
-    """Why this rebuild must go the whole way through setup.py and pip (None: the shortcut gives the same
-    result). The caller has checked the stamp, the install and the tree's files in the checkout."""
+              now: Mapping[str, object], outputs: Mapping[str, object], into: Path | None = None) -> str | None:
+    """Why this rebuild must go the whole way through setup.py (or pip) (None: the shortcut gives the same
+    result). The caller has checked the stamp, the install and the tree's files in the checkout; `into`: the
+    env's folder the editable install copied CMake's install into (scikit-build-core)."""
     if explained is None:
         return "no ninja tree to ask"
-    prefix = cache_entry(build, "CMAKE_INSTALL_PREFIX")
-    if prefix is None or Path(prefix).resolve() != (checkout / package).resolve():
-        return f"CMake does not install into {checkout / package} (PyTorch's CMAKE_INSTALL_PREFIX)"
+    if into is not None:
+        why = env_install_refusal(build, marker, into)
+        if why:
+            return why
+    else:
+        prefix = cache_entry(build, "CMAKE_INSTALL_PREFIX")
+        if prefix is None or Path(prefix).resolve() != (checkout / package).resolve():
+            return f"CMake does not install into {checkout / package} (PyTorch's CMAKE_INSTALL_PREFIX)"
     return off_graph(marker, now, package, outputs, ninja_inputs(explained, build, checkout))
+
+
+def manifest_files(build: Path, into: Path) -> set[str] | None:
+    """CMake's last install (install_manifest.txt) as paths relative to its prefix, the backend's staging
+    folder or `into` (None: no manifest, or a file installed outside the prefix)."""
+    manifest = build / "install_manifest.txt"
+    staged = cache_entry(build, "CMAKE_INSTALL_PREFIX")
+    roots = [into, *([Path(staged)] if staged else [])]
+    if not manifest.is_file():
+        return None
+    found = set()
+    for line in filter(None, map(str.strip, manifest.read_text(errors="replace").splitlines())):
+        path = Path(line)
+        root = next((r for r in roots if path.is_relative_to(r)), None)
+        if root is None:
+            return None
+        found.add(path.relative_to(root).as_posix())
+    return found
+
+
+def env_install_refusal(build: Path, marker: Mapping[str, object], into: Path) -> str | None:
+    """Why `cmake --install --prefix into` would not leave what the editable install left there."""
+    cmake_files = manifest_files(build, into)
+    if cmake_files is None:
+        return "CMake's install manifest is missing or names a file outside the install prefix"
+    kept = marker.get("env_files")
+    ours = {Path(p).relative_to(into).as_posix() for p in kept if Path(p).is_relative_to(into)} \
+        if isinstance(kept, dict) else set()
+    ours = {p for p in ours if not (p.split("/")[0].endswith((".dist-info", ".pth")) or p.startswith("_editable_"))}
+    if ours != cmake_files:
+        return f"the editable install in {into} holds other files than CMake's install"
+    return None
 
 
 def off_graph(marker: Mapping[str, object], now: Mapping[str, object], package: str, outputs: Mapping[str, object],

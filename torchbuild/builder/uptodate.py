@@ -180,6 +180,13 @@ def editable_record(prefix: Path, checkout: Path) -> Path | None:
     return None
 
 
+def env_install_dir(plan: Plan) -> Path | None:
+    """The folder of the env the editable install copied CMake's install into (site-packages/<install-dir>;
+    None where the outputs are in the checkout, or before the first install)."""
+    record = editable_record(plan.env.prefix, plan.checkout) if plan.env_install else None
+    return record.parent.parent / plan.env_install[0] if record and plan.env_install else None
+
+
 def env_files(plan: Plan) -> dict[str, list[int]]:
     """The files the editable install of the checkout put into the env (its RECORD), by size and mtime: a
     scikit-build-core configuration's compiled outputs live there, not in the checkout."""

@@ -44,6 +44,15 @@ class Driver:
         """The backend's config settings for a build of this type (`-C key=value`)."""
         return {}
 
+    def env_install(self, build_type: str) -> tuple[str, bool] | None:
+        """Where in site-packages the editable install puts what CMake installs, and whether it strips it
+        (None: the outputs are in the checkout)."""
+        return None
+
+    def after_install(self, python: str) -> tuple[str, ...]:
+        """The checkout's own step after an editable install of a CUDA build (() for none)."""
+        return ()
+
     def develop(self, python: str, setuptools: str, build_type: str = "release") -> tuple[str, ...]:
         """The editable install: PEP 660 through pip, in the env as it is (no isolation)."""
         settings = [f"--config-settings={k}={v}" for k, v in self.config_settings(build_type).items()]

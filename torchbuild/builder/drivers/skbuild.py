@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...compat import pyproject
 from .base import Driver
+
+STAGE2 = "tools/native_aot/build_stage2.py"  # PyTorch main: native-AOT stage 2, after the install (spin develop)
 
 CMAKE_BUILD_TYPE = {"release": "Release", "debug": "Debug", "relwithdebinfo": "RelWithDebInfo"}
 
@@ -34,3 +37,16 @@ class ScikitBuildCore(Driver):
         """The kept tree, and the build type (scikit-build-core reads neither DEBUG nor REL_WITH_DEB_INFO;
         PyTorch's pyproject maps them to the same setting through [[tool.scikit-build.overrides]])."""
         return {"build-dir": "build", "cmake.build-type": CMAKE_BUILD_TYPE[build_type]}
+
+    def env_install(self, build_type: str) -> tuple[str, bool] | None:
+        """`wheel.install-dir` (PyTorch: the package folder; CMake's prefix inside the wheel) and
+        `install.strip` (scikit-build-core: on for Release and MinSizeRel unless set)."""
+        settings = pyproject(self.checkout).get("tool", {}).get("scikit-build", {})
+        strip = settings.get("install", {}).get("strip")
+        return str(settings.get("wheel", {}).get("install-dir") or ""), \
+            bool(strip) if isinstance(strip, bool) else CMAKE_BUILD_TYPE[build_type] in ("Release", "MinSizeRel")
+
+    def after_install(self, python: str) -> tuple[str, ...]:
+        """PyTorch's native-AOT stage 2 where the checkout has it: `spin develop` runs it after pip, which
+        does not (tools/native_aot/build_stage2.py; it skips by itself without CUDA or with TORCH_NATIVE_AOT=0)."""
+        return (python, STAGE2) if (self.checkout / STAGE2).is_file() else ()

@@ -14,6 +14,8 @@ long checksum(long n);
 
 #ifdef MINITORCH_CUDA
 extern "C" int minitorch_cuda_scale(int n, float factor, float* out, char* err, int errlen);
+// Defined only once native-AOT stage 2 relinked libc10_cuda with its kernels (PyTorch main's torch_cuda).
+extern "C" int minitorch_aot_kernels(void) __attribute__((weak));
 #endif
 
 static PyObject* checksum(PyObject*, PyObject* args) {
@@ -50,7 +52,16 @@ static PyObject* run_kernel(PyObject*, PyObject* args) {
 #endif
 }
 
+static PyObject* aot_kernels(PyObject*, PyObject*) {
+#ifdef MINITORCH_CUDA
+  return PyLong_FromLong(minitorch_aot_kernels ? minitorch_aot_kernels() : 0);
+#else
+  return PyLong_FromLong(0);
+#endif
+}
+
 static PyMethodDef methods[] = {
+    {"aot_kernels", aot_kernels, METH_NOARGS, "kernels native-AOT stage 2 embedded in libc10_cuda"},
     {"checksum", checksum, METH_VARARGS, "sum over every core translation unit"},
     {"cuda_compiled", cuda_compiled, METH_NOARGS, "whether the CUDA kernel was built"},
     {"run_kernel", run_kernel, METH_VARARGS, "scale 0..n-1 by a factor on the GPU"},
