@@ -111,7 +111,24 @@ def pending(build: Path, plan: Plan, base_env: Mapping[str, str]) -> list[str] |
         return None
     if "no work to do" in res.stdout:
         return []
-    return [line.strip() for line in (res.stdout + "\n" + res.stderr).splitlines() if line.startswith("ninja explain:")]
+    lines = [line.strip() for line in (res.stdout + "\n" + res.stderr).splitlines() if line.startswith("ninja explain:")]
+    if any(GLOB_CHECK.search(line) for line in lines) and globs_unchanged(build):
+        lines = [line for line in lines if not GLOB_CHECK.search(line)]
+    return lines
+
+
+GLOB_CHECK = re.compile(r"CMakeFiles/(?:VerifyGlobs\.cmake_force|cmake\.verify_globs)\b")
+
+
+def globs_unchanged(build: Path) -> bool:
+    """Whether every `file(GLOB ... CONFIGURE_DEPENDS)` of the tree still finds what it found (ninja re-checks
+    them on every build, so a tree that has them always shows that step; PyTorch main's torch_cuda has one),
+    by CMake's own check, which marks the tree for a reconfigure when one differs."""
+    cmake, script = cache_entry(build, "CMAKE_COMMAND"), build / "CMakeFiles" / "VerifyGlobs.cmake"
+    if not cmake or not script.is_file():
+        return False
+    res = run([cmake, "-P", str(script)], capture=True, echo=False, check=False)
+    return res.returncode == 0 and "GLOB mismatch" not in res.stdout + res.stderr
 
 
 def tree_ninja(build: Path) -> str | None:

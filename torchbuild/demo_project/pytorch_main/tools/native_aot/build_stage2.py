@@ -24,8 +24,17 @@ def _probe(code):
     return done.stdout.strip()
 
 
+def cached(name):
+    """A CMake cache entry of build/ (None without one)."""
+    try:
+        with open(os.path.join(REPO, "build", "CMakeCache.txt")) as f:
+            return next((line.split("=", 1)[1].strip() for line in f if line.startswith(name + ":")), None)
+    except OSError:
+        return None
+
+
 def should_run():
-    if "0" in (os.getenv("TORCH_NATIVE_AOT", "1"), os.getenv("NATIVE_AOT", "1")):
+    if (os.getenv("TORCH_NATIVE_AOT") or os.getenv("NATIVE_AOT") or cached("TORCH_NATIVE_AOT")) == "0":
         _report("disabled (TORCH_NATIVE_AOT=0)")
         return False
     answer = _probe("print('PROBE_OK' if minitorch.cuda_compiled() else 'PROBE_NO')")

@@ -1,0 +1,120 @@
+"""The demo in PyTorch main's shape (2.14 on): scikit-build-core builds it, CMake's outputs live in the env's
+site-packages, options reach CMake through cmake/EnvVarForwarding.cmake. One checkout goes through what a
+developer does in a day, and after each step the test asserts what imports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from torchbuild.builder.uptodate import cache_entry
+from torchbuild.demo import make_upstream
+
+from .conftest import inv
+from .test_build import build, env_python, last_log, needs_nvcc, shared  # noqa: F401  (fixture)
+from .test_shortcut import edit
+
+UP_TO_DATE = "up to date:"
+IMPORTED = ("import minitorch, minitorch._C as c, minitorch.version as v; "
+            "print(minitorch.checksum(), minitorch.__file__, c.__file__, v.debug, v.__version__, "
+            "minitorch.aot_kernels())")
+
+
+@pytest.fixture
+def main_demo(tmp_path, shared, monkeypatch):  # noqa: F811
+    for key, value in {**shared, "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs")}.items():
+        monkeypatch.setenv(key, value)
+    up = make_upstream(tmp_path / "upstream", units=4, era="main")
+    inv("clone", "--url", up.url("pytorch"), "--path", str(tmp_path / "co"), check=True)
+    return tmp_path / "co"
+
+
+def imported(checkout: Path) -> dict[str, str]:
+    out = subprocess.run([str(env_python()), "-c", IMPORTED], cwd=checkout.parent, capture_output=True, text=True,
+                         check=True).stdout.split()
+    return dict(zip(("checksum", "package", "binary", "debug", "version", "aot"), out))
+
+
+def test_main_builds_no_ops_loops_switches_and_makes_a_wheel_through_scikit_build_core(main_demo, tmp_path):
+    co = main_demo
+    site = str(env_python().parent.parent)
+    doctor = inv("doctor", env={"TORCHBUILD_SOURCE_PATH": str(co)}, check=True)
+    assert "PyTorch's scikit-build-core driver" in doctor.stdout
+
+    first = build(co, "--cuda", "none")
+    assert "pip and the backend" in first.stderr and "setup.py" not in last_log(co).splitlines()[0]
+    now = imported(co)
+    assert now["package"] == str(co / "minitorch" / "__init__.py")  # Python from the checkout (redirect)
+    assert now["binary"].startswith(site) and now["debug"] == "False"  # compiled outputs in the env
+    assert now["version"].startswith("2.15.0a0+git") and (co / "minitorch" / "version.py").is_file()
+    assert (co / "build" / "CMakeCache.txt").is_file()  # the kept tree is <checkout>/build
+
+    assert UP_TO_DATE in build(co, "--cuda", "none").stderr  # the no-op: no pip, no configure, no zip
+
+    # the loop: one .cpp edited, CMake's build and install into the env, no pip; the whole way agrees
+    edit(co / "c10/core/unit_01.cpp", "(n / 2)", "(n / 3)")
+    loop = build(co, "--cuda", "none")
+    assert "`cmake --install . --config Release --prefix" in loop.stderr and "1 compile step(s)" in loop.stderr
+    edited = imported(co)
+    assert edited["checksum"] != now["checksum"] and edited["binary"] == now["binary"]
+    assert UP_TO_DATE in build(co, "--cuda", "none").stderr
+    assert imported(co) == edited and UP_TO_DATE not in build(co, "--cuda", "none", "--rerun").stderr
+    assert imported(co)["checksum"] == edited["checksum"]
+
+    # an exported option overrides the cache; unexported, it goes back to its default (the cache would keep it)
+    build(co, "--cuda", "none", env={"BUILD_TEST": "1", "USE_PRECOMPILED_HEADERS": "1"})
+    assert cache_entry(co / "build", "USE_PRECOMPILED_HEADERS") == "1" and (co / "build" / "c10_test").is_file()
+    unset = build(co, "--cuda", "none")
+    assert "reconfiguring" in unset.stderr and cache_entry(co / "build", "USE_PRECOMPILED_HEADERS") == "OFF"
+    assert cache_entry(co / "build", "BUILD_TEST") == "0"  # torchbuild's own default, as before
+    assert imported(co)["checksum"] == edited["checksum"]
+
+    # switching to debug and back: each configuration's binaries come back into the env, nothing rebuilt
+    release = Path(edited["binary"]).read_bytes()
+    debug = build(co, "--cuda", "none", "--debug")
+    assert "cpu-debug built in" in debug.stderr and imported(co)["debug"] == "True"
+    debug_binary = Path(imported(co)["binary"]).read_bytes()
+    assert debug_binary != release
+    back = build(co, "--cuda", "none")
+    assert UP_TO_DATE in back.stderr and "restored the" in back.stderr
+    assert imported(co)["debug"] == "False" and Path(imported(co)["binary"]).read_bytes() == release
+    again = build(co, "--cuda", "none", "--debug")
+    assert UP_TO_DATE in again.stderr and Path(imported(co)["binary"]).read_bytes() == debug_binary
+
+    # a wheel, named and versioned by PYTORCH_BUILD_VERSION through tools/metadata, imports in a fresh env
+    dist = tmp_path / "dist"
+    made = build(co, "--cuda", "none", "--wheel", "--dist", str(dist))
+    (wheel,) = dist.glob("*.whl")
+    assert wheel.name.startswith("minitorch-2.15.0a0+cpu-cp3") and f"wheel: {wheel}" in made.stderr
+    assert "minitorch/lib/libc10.so" in zipfile.ZipFile(wheel).namelist()
+    venv = tmp_path / "fresh"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin/pip"), "install", "-q", "--no-deps", str(wheel)], check=True)
+    fresh = subprocess.run([str(venv / "bin/python"), "-c", "import minitorch; print(minitorch.checksum())"],
+                           cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()
+    assert fresh == edited["checksum"]
+
+    # the split build: this era's wheels are all named by [project], so it is refused up front, saying why
+    split = build(co, "--part", "core", check=False)
+    assert split.returncode != 0 and "cannot make the split build" in split.stderr and "Traceback" not in split.stderr
+    # and the demo's setup.py is PyTorch main's shim: what torchbuild never runs refuses to build a wheel
+    shim = subprocess.run([str(env_python()), "setup.py", "bdist_wheel"], cwd=co, capture_output=True, text=True)
+    assert shim.returncode != 0 and "scikit-build-core" in shim.stderr
+
+
+@needs_nvcc
+def test_a_cuda_build_of_main_runs_native_aot_stage_2_unless_turned_off(main_demo):
+    co = main_demo
+    cuda = build(co, "--cuda", "13.0", "--arch", "8.0")
+    assert "native-AOT stage 2: relinked into" in last_log(co)
+    assert imported(co)["aot"] == "3"  # the relinked libc10_cuda.so is the one the env imports
+    assert UP_TO_DATE in build(co, "--cuda", "13.0", "--arch", "8.0").stderr  # its glob checked, not run
+    (co / "build/native_aot/more.c").write_text("int minitorch_more_kernels(void) { return 1; }\n")
+    assert UP_TO_DATE not in build(co, "--cuda", "13.0", "--arch", "8.0").stderr  # the glob finds more: rebuilt
+    off = build(co, "--cuda", "13.0", "--arch", "8.0", env={"TORCH_NATIVE_AOT": "0"})
+    assert UP_TO_DATE not in off.stderr and "native-AOT stage 2: relinked" not in last_log(co)
+    assert imported(co)["aot"] == "0"  # CMake embeds nothing either, though stage 2 left its kernels in build/
