@@ -4,6 +4,7 @@ developer does in a day, and after each step the test asserts what imports."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import zipfile
@@ -14,8 +15,9 @@ import pytest
 from torchbuild.builder.uptodate import cache_entry
 from torchbuild.demo import make_upstream
 
-from .conftest import inv
+from .conftest import REAL_HOME, inv
 from .test_build import build, env_python, last_log, needs_nvcc, shared  # noqa: F401  (fixture)
+from .test_matrix import has_python, project
 from .test_shortcut import edit
 
 UP_TO_DATE = "up to date:"
@@ -107,14 +109,41 @@ def test_main_builds_no_ops_loops_switches_and_makes_a_wheel_through_scikit_buil
 
 
 @needs_nvcc
-def test_a_cuda_build_of_main_runs_native_aot_stage_2_unless_turned_off(main_demo):
-    co = main_demo
-    cuda = build(co, "--cuda", "13.0", "--arch", "8.0")
+def test_inv_demo_builds_main_with_cuda_and_runs_native_aot_stage_2_unless_turned_off(tmp_path, shared,  # noqa: F811
+                                                                                      monkeypatch):
+    """README's first command: `inv demo` makes PyTorch main's shape and builds it with the toolkit it finds;
+    stage 2 relinks c10_cuda with its kernels, as `spin develop` runs it after pip."""
+    settings = {**shared, "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs"), "TORCHBUILD_BUILD_ARCH": "8.0"}
+    for key, value in settings.items():
+        monkeypatch.setenv(key, value)
+    demo = inv("demo", "--units", "4", "--path", str(tmp_path / "demo"), timeout=600, check=True)
+    co = tmp_path / "demo" / "checkout"
+    assert "PyTorch's scikit-build-core driver" in demo.stderr and "CUDA kernel built: True" in demo.stderr
     assert "native-AOT stage 2: relinked into" in last_log(co)
     assert imported(co)["aot"] == "3"  # the relinked libc10_cuda.so is the one the env imports
-    assert UP_TO_DATE in build(co, "--cuda", "13.0", "--arch", "8.0").stderr  # its glob checked, not run
+    cuda = ("--cuda", "13.0", "--arch", "8.0")
+    assert UP_TO_DATE in build(co, *cuda).stderr  # its CONFIGURE_DEPENDS glob checked, nothing run
     (co / "build/native_aot/more.c").write_text("int minitorch_more_kernels(void) { return 1; }\n")
-    assert UP_TO_DATE not in build(co, "--cuda", "13.0", "--arch", "8.0").stderr  # the glob finds more: rebuilt
-    off = build(co, "--cuda", "13.0", "--arch", "8.0", env={"TORCH_NATIVE_AOT": "0"})
+    assert UP_TO_DATE not in build(co, *cuda).stderr  # the glob finds more: rebuilt
+    off = build(co, *cuda, env={"TORCH_NATIVE_AOT": "0"})
     assert UP_TO_DATE not in off.stderr and "native-AOT stage 2: relinked" not in last_log(co)
     assert imported(co)["aot"] == "0"  # CMake embeds nothing either, though stage 2 left its kernels in build/
+
+
+def test_inv_matrix_makes_main_wheels_that_import_in_a_fresh_env(tmp_path):
+    """The matrix over PyTorch main's shape: the session's wheel comes from the backend (never setup.py's
+    bdist_wheel, which the shim refuses), named by PYTORCH_BUILD_VERSION, and imports in a fresh env."""
+    if not has_python("3.12"):
+        pytest.skip("needs pyenv's Python 3.12")
+    up = make_upstream(tmp_path / "upstream", units=4, era="main")
+    proj = project(tmp_path, f"source:\n  url: {up.url('pytorch')}\n  path: {tmp_path / 'co'}\n"
+                             'matrix:\n  pythons: ["3.12"]\n  cudas: ["none"]\n'
+                             f"paths:\n  cache_dir: {tmp_path / 'cache'}\nbuild:\n  min_free_gb: 1\n")
+    env = {"HOME": str(REAL_HOME), "PIP_CACHE_DIR": str(REAL_HOME / ".cache" / "pip")}
+    inv("clone", root=proj, env=env, check=True)
+    done = inv("matrix", root=proj, env=env, check=True, timeout=900)
+    (session,) = json.loads((proj / "dist/matrix-summary.json").read_text())["sessions"]
+    wheel = Path(session["wheel"])
+    assert session["result"] == "ok" and wheel.name.startswith("minitorch-2.15.0a0+cpu-cp312-cp312-linux_x86_64")
+    assert "imports in a fresh env" in done.output and "the split build is not used" in done.output
+    assert "minitorch/version.py" in zipfile.ZipFile(wheel).namelist()

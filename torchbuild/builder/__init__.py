@@ -39,6 +39,7 @@ def build(cfg: Config, request: BuildRequest, base_env: Mapping[str, str]) -> Ou
     facts = gather(cfg, request, base_env)
     plan = make_plan(cfg, request, facts, base_env)
     con.info(f"environment: {plan.env.python} (Python {plan.env.version}; {plan.env.reason})")
+    con.info(f"build driver: {plan.driver}")
     for note in plan.notes:
         con.info(note)
     if request.dry_run:

@@ -283,6 +283,7 @@ def describe(plan: Plan, base_env: Mapping[str, str]) -> list[str]:
         f"interpreter: {plan.env.python} (Python {plan.env.version}; {plan.env.reason})",
         f"toolkit:     {f'CUDA {tk.full_version} at {tk.root}' if tk else 'none (CPU build, USE_CUDA=0)'}",
         f"config:      {plan.key}",
+        f"driver:      {plan.driver}",
         f"build tree:  {plan.checkout / 'build'} (others kept in {plan.checkout / STATE / 'trees'})",
         f"MAX_JOBS:    {plan.jobs_reason}",
         f"cache:       {plan.launcher or 'none (no ccache/sccache found)'}",

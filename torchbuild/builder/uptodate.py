@@ -111,7 +111,8 @@ def pending(build: Path, plan: Plan, base_env: Mapping[str, str]) -> list[str] |
         return None
     if "no work to do" in res.stdout:
         return []
-    lines = [line.strip() for line in (res.stdout + "\n" + res.stderr).splitlines() if line.startswith("ninja explain:")]
+    out = res.stdout + "\n" + res.stderr
+    lines = [line.strip() for line in out.splitlines() if line.startswith("ninja explain:")]
     if any(GLOB_CHECK.search(line) for line in lines) and globs_unchanged(build):
         lines = [line for line in lines if not GLOB_CHECK.search(line)]
     return lines
