@@ -3,7 +3,7 @@
 #   ci/run-session.sh "build-3.12(cuda='13.0')"
 # Installs torchbuild with the `python3` on PATH (the one the job provisioned), gives the runner the
 # session's CUDA toolkit when it has none (13.x from PyPI, no sudo), clones the source (through the
-# configured mirrors and cache), runs the session, and leaves the wheel in dist/<session>/, the logs
+# configured mirrors and cache), runs the session, and leaves the wheel in dist/build-<python>-cuda-<cuda>/, the logs
 # and build records in logs/, the summary in dist/ (and as Markdown in $GITHUB_STEP_SUMMARY, if set).
 set -euo pipefail
 session="${1:?usage: ci/run-session.sh SESSION (see: nox -l, or inv ci.matrix)}"
@@ -15,4 +15,4 @@ trap 'inv ci.summary || true' EXIT
 inv ci.provision "$session"
 inv clone
 nox --noxfile noxfile.py -s "$session"
-ls -l "dist/$session/"
+ls -l dist/*/*.whl

@@ -63,7 +63,7 @@ def test_torchbuild_matrix_runs_the_packaged_sessions_for_a_project_with_config(
     out = torchbuild(installed, "matrix", cwd=sub, timeout=900)
     session = f"build-{MINOR}(cuda='none')"
     assert session in out and "ok" in out, out
-    assert list((project / "dist" / session).glob("minitorch-*.whl")), out
+    assert list((project / "dist" / f"build-{MINOR}-cuda-none").glob("minitorch-*.whl")), out
     (kept,) = json.loads((project / "dist" / "matrix-summary.json").read_text())["sessions"]
     assert kept["profile"].endswith(".profile.html") and Path(kept["profile"]).is_file()  # the session's timeline
     assert (project / ".nox").is_dir() and not (Path(installed).parent.parent / ".nox").exists()

@@ -39,6 +39,8 @@ def main(root: Path | None, command: str, flags: Mapping[str, Any] | None = None
         exc: TorchbuildError = Interrupted("interrupted; every process torchbuild started was stopped")
         con.error(exc.message, exc.hint)
         _exit(exc.code)
+    except BrokenPipeError:  # `torchbuild config | head`: the reader has what it wanted
+        _stdout_closed()
     except OSError as exc:
         if debug or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
@@ -61,4 +63,16 @@ def _exit(code: int) -> None:
         from invoke.exceptions import Exit
 
         raise Exit(code=code)
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_closed()
+
+
+def _stdout_closed() -> None:
+    """Stop quietly when whoever read stdout closed it: no traceback, nothing more written there (Python's
+    own advice: point stdout at /dev/null so the interpreter's last flush cannot fail again)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    from invoke.exceptions import Exit
+
+    raise Exit(code=0)

@@ -22,7 +22,8 @@ PREFIX = "tb>"
 # Every line torchbuild shows or writes (terminal, logs, summaries, records, lock files) passes
 # through `mask`: the user:password part of any url, and every registered secret value, become ***.
 
-CREDENTIALS = re.compile(r"([A-Za-z][\w+.-]*://)[^/@\s'\"]+@")
+CREDENTIALS = re.compile(r"([A-Za-z][\w+.-]*://)([^/@\s'\"]+)@")
+SSH_SCHEMES = ("ssh://", "git+ssh://", "ssh+git://")  # ssh://git@host: a login name, not a secret
 SECRET_NAME = re.compile(r"(TOKEN|PASSWORD|PASSWD|SECRET|API_KEY|ACCESS_KEY)$", re.IGNORECASE)
 _secrets: set[str] = set()
 
@@ -39,11 +40,18 @@ def secret_values(variables: Mapping[str, str]) -> list[str]:
 
 def mask(text: str) -> str:
     """`text` with url credentials and registered secrets replaced by ***."""
-    text = CREDENTIALS.sub(r"\1***@", text)
+    text = CREDENTIALS.sub(_hide_credentials, text)
     for secret in sorted(_secrets, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, "***")
     return text
+
+
+def _hide_credentials(found: re.Match[str]) -> str:
+    scheme, userinfo = found.group(1), found.group(2)
+    if ":" not in userinfo and scheme.lower() in SSH_SCHEMES:
+        return found.group(0)
+    return f"{scheme}***@"
 
 
 _RESET = Style.RESET_ALL

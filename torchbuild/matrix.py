@@ -8,10 +8,12 @@ compiled once per CUDA version and reused by the other Pythons.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import re
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -39,6 +41,11 @@ INSTALL_STAMP = ".torchbuild-installed"
 
 def session_name(python: str, cuda: str) -> str:
     return f"build-{python}(cuda='{cuda}')"
+
+
+def session_folder(python: str, cuda: str) -> str:
+    """The session's folder under dist/: its name without shell-special characters (build-3.10-cuda-none)."""
+    return f"build-{python}-cuda-{cuda}"
 
 
 def combos(cfg: Config) -> list[tuple[str, str]]:
@@ -89,7 +96,7 @@ def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: 
         env["VIRTUAL_ENV"] = str(venv)
         env["PATH"] = str(venv / "bin") + os.pathsep + env.get("PATH", "")
     name = session_name(python, cuda)
-    dist = cfg.root / "dist" / name
+    dist = cfg.root / "dist" / session_folder(python, cuda)
     source = worktree_state(cfg.source_path, True)  # before the build: an edit during it leaves the session stale
     start = time.monotonic()
     waits = {"queued": round(max(0.0, (started or time.time()) - float(env[STARTED])), 2)} if env.get(STARTED) else {}
@@ -108,7 +115,7 @@ def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: 
                 if split else (None, {})
             if split:
                 result = build_in_slot(cfg, dataclasses.replace(request, part="python"), env)
-            elif cfg.build.ccache and cfg.cache.tool != "none" and drives_cmake(cfg.source_path):
+            elif drives_cmake(cfg.source_path) and compiler_cache(cfg, venv, env):
                 result, core_waits = build_after_first(cfg, request, env, source)
             else:
                 result = build_in_slot(cfg, request, env)
@@ -207,6 +214,15 @@ def build_core(cfg: Config, request: BuildRequest, env: Mapping[str, str], sourc
     _console.get().info(f"core: {wheel.name}, built once for every Python of this CUDA"
                         + ("" if built else "; nothing it depends on changed since it was built"))
     return wheel, waits
+
+
+def compiler_cache(cfg: Config, venv: Path | None, env: Mapping[str, str]) -> bool:
+    """Whether the sessions' builds have a compiler cache to fill (only then does waiting for the first pay)."""
+    from .builder.facts import find_launcher
+
+    with contextlib.suppress(TorchbuildError):
+        return find_launcher(cfg, venv or Path(sys.prefix), env) is not None
+    return False
 
 
 def build_after_first(cfg: Config, request: BuildRequest, env: Mapping[str, str],

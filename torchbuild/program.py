@@ -1,10 +1,25 @@
 """The installed `torchbuild` command: Invoke's Program over the same tasks as `inv` in this repo
 (torchbuild/tasks.py), with the project found from the current folder (config.locate)."""
 
+import os
+import sys
+
 from invoke.program import Program
 
 from . import __version__
 from .tasks import namespace
 
-program = Program(namespace=namespace(None), version=__version__, name="torchbuild", binary="torchbuild",
-                  binary_names=["torchbuild"])
+
+class TorchbuildProgram(Program):
+    """Invoke's Program, quiet when whoever reads its output stops reading (`torchbuild --list | head`)."""
+
+    def run(self, argv=None, exit=True):  # type: ignore[no-untyped-def]
+        try:
+            return super().run(argv, exit)
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(0)
+
+
+program = TorchbuildProgram(namespace=namespace(None), version=__version__, name="torchbuild",
+                            binary="torchbuild", binary_names=["torchbuild"])

@@ -170,8 +170,10 @@ def build(c, cuda=None, python=None, env=None, debug=False, rel_with_deb_info=Fa
     "path": "the checkout (default: source.path)",
 })
 def nightly(c, python=None, cuda=None, version=None, checkout=None, path=None):
-    """Python-only development: the prebuilt nightly matching the checkout, into a managed env and its
-    compiled outputs into the checkout (nothing compiled); `inv build` switches away and back."""
+    """Python-only development: the prebuilt nightly matching the checkout, nothing compiled.
+
+    The nightly goes into a managed env and its compiled outputs into the checkout; `inv build` switches
+    away and back."""
     cli.main(_root(c), "nightly.run_nightly", flags={"build.python": python, "build.cuda": cuda,
                                                      "source.path": path}, version=version, branch=checkout)
 
@@ -226,16 +228,19 @@ def env_run(c, name):
     "parallel": "sessions side by side (default: matrix.parallel, else the job budget, at least 4; 1: one by one)",
 }, iterable=["session"])
 def run_matrix(c, failed=False, session=None, force=False, rerun=False, parallel=None):
-    """Run the nox build matrix side by side under one job budget (one wheel per Python x CUDA) and print
-    the summary; sessions whose inputs are unchanged are not run again."""
+    """Run the nox build matrix side by side under one job budget: one wheel per Python x CUDA.
+
+    Prints the summary; sessions whose inputs are unchanged are not run again."""
     cli.main(_root(c), "matrix.matrix", failed=failed, sessions=session or [], force=force, rerun=rerun,
              parallel=int(parallel) if parallel else None)
 
 
 @task(name="matrix")
 def ci_matrix(c):
-    """The CI build matrix as JSON: to $GITHUB_OUTPUT (matrix=, count=) on GitHub Actions, else stdout;
-    sessions no hosted runner can provision go to ci.runner, or are left out with the reason."""
+    """The CI build matrix as JSON: to $GITHUB_OUTPUT on GitHub Actions, else stdout.
+
+    On GitHub Actions as matrix= and count=; sessions no hosted runner can provision go to ci.runner, or
+    are left out with the reason."""
     cli.main(_root(c), "ci.matrix")
 
 

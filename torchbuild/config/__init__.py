@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -260,6 +261,12 @@ def project_at(root: Path, env: Mapping[str, str]) -> Project:
     return Project(root, {})
 
 
+def url_folder(url: str) -> str:
+    """The folder `git clone URL` makes: the url's last part without `.git` (git's "humanish" name)."""
+    name = re.sub(r"(/\.git|\.git)?/*$", "", url.strip()).rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+    return name or "pytorch"
+
+
 def load(root: Path, env: Mapping[str, str], flags: Mapping[str, Any] | None = None,
          defaults: Mapping[str, Any] | None = None) -> Config:
     """Build the Config for the project at `root` (flags: dotted key -> value or None; defaults: the
@@ -299,6 +306,9 @@ def load(root: Path, env: Mapping[str, str], flags: Mapping[str, Any] | None = N
         flag = "--" + name.replace("_", "-")
         values[section][name] = coerce(_field(section, name), value, flag, from_text=isinstance(value, str))
         origins[key] = Origin(OriginKind.FLAG, f"flag {flag}")
+    if "source.path" not in origins and origins.get("source.url", DEFAULT_ORIGIN).kind == OriginKind.FLAG:
+        values["source"]["path"] = url_folder(values["source"]["url"])  # `clone --url X`: ./X, as git names it
+        origins["source.path"] = Origin(OriginKind.DEFAULT, "default: the --url's last part, as git clone names it")
     sections = {name: cls(**values[name]) for name, cls in SECTIONS.items()}
     cache = sections["paths"].cache_dir
     if cache:

@@ -1,0 +1,57 @@
+"""What README promises of every command, on any project: git's folder for `clone --url`, ssh logins shown and
+tokens hidden, no traceback when the reader of the output stops reading, whole sentences in `--list`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from .conftest import REPO
+
+TORCHBUILD = [sys.executable, "-c", "import sys; from torchbuild.program import program; sys.argv[0] = 'torchbuild'; "
+              "program.run()"]
+
+
+def torchbuild(*args: str, cwd: Path, stdout: int | None = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*TORCHBUILD, *args], cwd=cwd, stdout=stdout, stderr=subprocess.PIPE, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+
+
+def test_clone_url_goes_into_the_folder_git_names_and_an_ssh_login_is_no_secret(tmp_path):
+    ssh = torchbuild("clone", "--url", "ssh://git@git.example.invalid/pybind/cmake_example.git", "--dry-run",
+                     cwd=tmp_path)
+    assert ssh.returncode == 0, ssh.stderr
+    assert "clone ssh://git@git.example.invalid/pybind/cmake_example.git into cmake_example" in ssh.stderr
+    token = torchbuild("clone", "--url", "https://t0ken-abc@git.example.invalid/pybind/cmake_example", "--dry-run",
+                       cwd=tmp_path)
+    assert "t0ken-abc" not in token.stderr + token.stdout and "https://***@git.example.invalid" in token.stderr
+    assert not (tmp_path / "cmake_example").exists() and not (tmp_path / "pytorch").exists()  # a dry run
+
+
+def test_output_read_by_a_pipe_that_closes_early_ends_without_a_traceback(tmp_path):
+    for args in (["config"], ["--list"]):
+        head = subprocess.Popen(["head", "-1"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        done = torchbuild(*args, cwd=tmp_path, stdout=head.stdin.fileno())  # type: ignore[union-attr]
+        head.stdin.close()  # type: ignore[union-attr]
+        head.wait()
+        assert done.returncode == 0 and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, args
+
+
+def test_list_shows_each_task_in_a_whole_sentence():
+    listed = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "--list"], capture_output=True,
+                            text=True, check=True).stdout
+    from invoke.util import helpline
+
+    from torchbuild.tasks import namespace
+
+    def walk(collection, prefix=""):  # type: ignore[no-untyped-def]
+        for name, task in collection.tasks.items():
+            yield prefix + name, task
+        for name, sub in collection.collections.items():
+            yield from walk(sub, f"{prefix}{name}.")
+
+    for name, task in walk(namespace(None)):
+        line = helpline(task)
+        assert line and line.rstrip().endswith((".", ")")), f"{name}: {line!r} stops mid-sentence in --list"
+        assert name in listed
