@@ -243,6 +243,13 @@ def test_inv_build_applies_the_cmake4_remedy_and_keeps_it(tmp_path, monkeypatch)
     record = inv("build", "--path", str(co), "--record", check=True).stdout
     assert '"CMAKE_POLICY_VERSION_MINIMUM": "3.5"' in record
 
+    # a new tree whose second attempt fails otherwise: the diagnosis is that attempt's, not the remedied one's
+    (co / "third_party/vendored/v.cpp").write_text('#error "the real error is here"\n')
+    failed = inv("build", "--path", str(co), "--debug", check=False, timeout=600)
+    assert failed.returncode != 0 and "the real error is here" in failed.stderr
+    final = failed.stderr.split("failed; the first error:")[-1]
+    assert "CMAKE_POLICY_VERSION_MINIMUM" not in final and "cmake4-policy" not in final
+
 
 def test_a_linker_the_compiler_refuses(tmp_path):
     """-fuse-ld naming a linker the compiler does not know, as an old GCC does for mold."""

@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .conftest import REPO
+from .conftest import REPO, inv
+from .skbuild import make_skbuild_project
+from .test_build import needs_nvcc
 
 TORCHBUILD = [sys.executable, "-c", "import sys; from torchbuild.program import program; sys.argv[0] = 'torchbuild'; "
               "program.run()"]
@@ -55,3 +57,16 @@ def test_list_shows_each_task_in_a_whole_sentence():
         line = helpline(task)
         assert line and line.rstrip().endswith((".", ")")), f"{name}: {line!r} stops mid-sentence in --list"
         assert name in listed
+
+
+@needs_nvcc
+def test_auto_cuda_builds_a_project_that_uses_no_cuda_for_cpu(tmp_path, monkeypatch):
+    """A pure-CPU CMake project on a machine with a toolkit: no cu130 key, no arch list; one .cu file of its
+    own and the same project asks for the toolkit."""
+    monkeypatch.setenv("TORCHBUILD_PATHS_LOGS", str(tmp_path / "logs"))
+    project = make_skbuild_project(tmp_path / "cpu", units=1)
+    plan = inv("build", "--path", str(project), "--dry-run", check=True).output
+    assert "does not use CUDA" in plan and "-cpu-release" in plan and "TORCH_CUDA_ARCH_LIST" not in plan
+    (project / "src/kernel.cu").write_text("__global__ void k() {}\n")
+    plan = inv("build", "--path", str(project), "--dry-run", check=True).output
+    assert "does not use CUDA" not in plan and "-cu130-release" in plan

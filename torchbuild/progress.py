@@ -95,6 +95,11 @@ class Tracker:
         parts.append(target_name(step.what))
         return "  ".join(parts)
 
+    def new_attempt(self) -> None:
+        """Forget the last attempt's output: a retried build's report is its own (the remedy applied)."""
+        self.lines.clear()
+        self.error_context = []
+
     def error_report(self) -> list[str]:
         found = first_error(list(self.lines))
         return found or self.error_context or list(self.lines)[-10:]

@@ -177,6 +177,10 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         command_start = time.time()
         with open(plan.log, "w", buffering=1) as log, usage.Watch(interval=0.5) as watch:  # line-buffered
             for attempt in (1, 2):
+                log.flush()
+                since = plan.log.stat().st_size  # the log holds every attempt: what failed is this one's
+                if attempt == 2:
+                    tracker.new_attempt()
                 try:
                     try:
                         with job_slots(plan) as (changes, waited):
@@ -193,7 +197,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                     break
                 except CommandError as exc:
                     con.clear_progress()
-                    found = diagnose(_log_tail(plan.log), int(plan.changes.get("MAX_JOBS") or 1))
+                    found = diagnose(_log_tail(plan.log, since), int(plan.changes.get("MAX_JOBS") or 1))
                     new = [d for d in found if d.has_remedy and not _applied(d, remedies)]
                     if attempt == 1 and new:
                         quick = None  # a remedy may reconfigure: the whole way
@@ -344,9 +348,9 @@ def _fail(plan: Plan, tracker: Tracker, found: list[Diagnosis], code: int,
                           f"{fix}; what produced it, for a bug report: {written} (`inv build --record`)")
 
 
-def _log_tail(log: Path, size: int = 4 * 1024 * 1024) -> str:
+def _log_tail(log: Path, since: int = 0, size: int = 4 * 1024 * 1024) -> str:
     with open(log, "rb") as fh:
-        fh.seek(max(0, log.stat().st_size - size))
+        fh.seek(max(since, log.stat().st_size - size))
         return fh.read().decode(errors="replace")
 
 

@@ -4,6 +4,7 @@ compiler cache, release checks. The only step of a build that probes; planning i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -19,6 +20,8 @@ from ..errors import TorchbuildError
 from ..toolchain import compilers, cuda, gpu, linkers, search_path, system
 from ..toolchain.cuda import Toolkit
 from ..toolchain.linkers import Linker
+from .drivers.setuptools_era import SetuptoolsEra
+from .drivers.skbuild import ScikitBuildCore
 from .request import BuildRequest, drives_cmake
 
 DISTCC_HOST = re.compile(r"[A-Za-z0-9_.-]+(:\d+)?(/\d+)?")
@@ -112,8 +115,13 @@ def check_disk(checkout: Path, min_free_gb: float) -> None:
 
 
 def choose_toolkit(cfg: Config, spec: str, env: Mapping[str, str]) -> Toolkit | None:
-    """The toolkit for --cuda (None: a CPU build); a broken one is an error."""
+    """The toolkit for --cuda (None: a CPU build); a broken one is an error. `auto` builds for CPU a project
+    that does not use CUDA."""
     if spec in ("none", "cpu"):
+        return None
+    if spec == "auto" and not uses_cuda(cfg.source_path):
+        _console.get().info(f"{cfg.source_path.name} does not use CUDA (no CUDA language or package in its CMake "
+                            "files, no CUDA extension, no .cu file): building for CPU; --cuda X asks for a toolkit")
         return None
     try:
         toolkit = cuda.select(cuda.for_config(cfg, env), spec)
@@ -197,3 +205,25 @@ def remote_url(cfg: Config, env: Mapping[str, str]) -> str | None:
         scheme, rest = url.split("://", 1)
         url = f"{scheme}://:{password}@{rest}" if scheme.startswith("redis") else f"{scheme}://user:{password}@{rest}"
     return url
+
+
+CUDA_USE = re.compile(r"\bCUDA\b|CUDAToolkit|CUDAExtension|\bcuda_add_|\.cu\b")
+NOT_THE_PROJECTS = {".git", "build", "dist", "third_party", "external", "extern", "node_modules", ".torchbuild"}
+
+
+def uses_cuda(checkout: Path) -> bool:
+    """Whether the checkout builds CUDA code: PyTorch (its own build files), a CMake file naming CUDA (the
+    language, FindCUDA, CUDAToolkit), a setup.py with torch's CUDAExtension, or a .cu/.cuh file of its own
+    (vendored trees left out)."""
+    if SetuptoolsEra.matches(checkout) or ScikitBuildCore.is_pytorch(checkout) or (checkout / "torch").is_dir():
+        return True
+    for folder, dirs, files in os.walk(checkout):
+        dirs[:] = [d for d in dirs if d not in NOT_THE_PROJECTS and not d.startswith(".")]
+        for name in files:
+            if name.endswith((".cu", ".cuh")):
+                return True
+            if name in ("CMakeLists.txt", "setup.py") or name.endswith(".cmake"):
+                with contextlib.suppress(OSError):
+                    if CUDA_USE.search(Path(folder, name).read_text(errors="replace")):
+                        return True
+    return False
