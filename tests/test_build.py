@@ -393,6 +393,10 @@ def test_wheel_comes_from_the_projects_own_build_backend(shared, tmp_path, monke
 
 def test_clean_removes_trees_not_sources(demo):
     build(demo, "--cuda", "none")
+    before = sorted(p.relative_to(demo) for p in demo.rglob("*"))
+    dry = inv("clean", "--all", "--path", str(demo), "--dry-run", check=True)
+    assert re.search(r"would remove py[\d.]+-cpu-release \(.*build\): [\d.]+ MiB", dry.stderr)
+    assert "nothing was removed" in dry.stderr and sorted(p.relative_to(demo) for p in demo.rglob("*")) == before
     done = inv("clean", "--all", "--path", str(demo), check=True)
     assert re.search(r"removed py[\d.]+-cpu-release \(.*build\): [\d.]+ MiB", done.stderr)
     assert "freed" in done.stderr and not (demo / "build").exists()

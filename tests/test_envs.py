@@ -95,6 +95,8 @@ def test_real_env_with_build_deps_and_idempotent(project, minor):
     assert inv("env.activate", f"py{minor}", check=True).stdout.strip() == f"source {prefix}/bin/activate"
     ran = inv("env.run", f"py{minor}", "--", "python", "-c", "import sys; print(sys.prefix)", check=True)
     assert str(prefix) in ran.stdout
+    dry = inv("env.remove", f"py{minor}", "--dry-run", check=True)
+    assert f"would remove env py{minor} ({prefix}" in dry.stderr and (prefix / "bin" / "python").exists()
 
 
 def test_an_unreachable_index_is_named_as_such(project):

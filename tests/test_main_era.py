@@ -141,6 +141,8 @@ def test_inv_matrix_makes_main_wheels_that_import_in_a_fresh_env(tmp_path):
                              f"paths:\n  cache_dir: {tmp_path / 'cache'}\nbuild:\n  min_free_gb: 1\n")
     env = {"HOME": str(REAL_HOME), "PIP_CACHE_DIR": str(REAL_HOME / ".cache" / "pip")}
     inv("clone", root=proj, env=env, check=True)
+    planned = inv("matrix", "--dry-run", root=proj, env=env, check=True)
+    assert "1 session(s) would run; nothing was run" in planned.stderr and not (proj / "dist").exists()
     done = inv("matrix", root=proj, env=env, check=True, timeout=900)
     (session,) = json.loads((proj / "dist/matrix-summary.json").read_text())["sessions"]
     wheel = Path(session["wheel"])

@@ -102,6 +102,9 @@ def test_nightly_gives_an_importable_checkout_without_compiling(served, tmp_path
     assert git(co, "rev-parse", "HEAD") == served["c4"]
     git(co, "checkout", "-q", "-B", "work", served["c3"])  # a checkout the newest nightly is ahead of
     bare = {"PATH": no_compiler_path(tmp_path)}
+    planned = inv("nightly", "--path", str(co), "--cuda", "none", "--dry-run", env=bare, check=True)
+    assert "nothing asked of the index, downloaded, made or placed" in planned.output
+    assert not (co / "minitorch" / "lib").exists() and "index:" in planned.stdout
     done = inv("nightly", "--path", str(co), "--cuda", "none", env=bare, check=True)
     assert f"minitorch-{FIRST}-" in done.output  # C4's nightly is not in the checkout's history
     assert "2 commit(s) ahead" in done.output and served["unit"] in done.output  # C3's C++ is not in the binaries

@@ -167,22 +167,23 @@ def build(c, cuda=None, python=None, env=None, debug=False, rel_with_deb_info=Fa
     "cuda": "the nightly's flavour: 13.0 (cu130), none (cpu), auto (the newest toolkit here, else cpu)",
     "version": "this nightly version (default: the newest built from a commit in the checkout's history)",
     "checkout": "start this new branch at the commit of the newest nightly (needs a clean tree)",
-    "path": "the checkout (default: source.path)",
+    "path": "the checkout (default: source.path)", **DRY_RUN,
 })
-def nightly(c, python=None, cuda=None, version=None, checkout=None, path=None):
+def nightly(c, python=None, cuda=None, version=None, checkout=None, path=None, dry_run=False):
     """Python-only development: the prebuilt nightly matching the checkout, nothing compiled.
 
     The nightly goes into a managed env and its compiled outputs into the checkout; `inv build` switches
     away and back."""
     cli.main(_root(c), "nightly.run_nightly", flags={"build.python": python, "build.cuda": cuda,
-                                                     "source.path": path}, version=version, branch=checkout)
+                                                     "source.path": path}, version=version, branch=checkout,
+             dry_run=dry_run)
 
 
 @task(name="clean", help={"all": "every stashed configuration too", "path": "the checkout (default: source.path)",
-                          "config": "one configuration, e.g. py3.12-cpu-release"})
-def clean_trees(c, all=False, config=None, path=None):
+                          "config": "one configuration, e.g. py3.12-cpu-release", **DRY_RUN})
+def clean_trees(c, all=False, config=None, path=None, dry_run=False):
     """Remove build trees (never sources); say what and how many bytes."""
-    cli.main(_root(c), "build.clean", flags={"source.path": path}, all_trees=all, config=config)
+    cli.main(_root(c), "build.clean", flags={"source.path": path}, all_trees=all, config=config, dry_run=dry_run)
 
 
 ENV_HELP = {"python": "3.X or a path (default: torchbuild's own Python)", "name": "env name (default: py3.X)",
@@ -201,10 +202,10 @@ def env_list(c):
     cli.main(_root(c), "env.list_envs")
 
 
-@task(name="remove", help={"yes": "do not ask"})
-def env_remove(c, name, yes=False):
+@task(name="remove", help={"yes": "do not ask", **DRY_RUN})
+def env_remove(c, name, yes=False, dry_run=False):
     """Remove a managed env."""
-    cli.main(_root(c), "env.remove", name=name, yes=yes)
+    cli.main(_root(c), "env.remove", name=name, yes=yes, dry_run=dry_run)
 
 
 @task(name="activate", aliases=["shell"], help={"shell": "bash, zsh, fish or csh (default: $SHELL)"})
@@ -226,13 +227,14 @@ def env_run(c, name):
     "force": "build combinations the compatibility table rejects",
     "rerun": "run sessions that are up to date too",
     "parallel": "sessions side by side (default: matrix.parallel, else the job budget, at least 4; 1: one by one)",
+    **DRY_RUN,
 }, iterable=["session"])
-def run_matrix(c, failed=False, session=None, force=False, rerun=False, parallel=None):
+def run_matrix(c, failed=False, session=None, force=False, rerun=False, parallel=None, dry_run=False):
     """Run the nox build matrix side by side under one job budget: one wheel per Python x CUDA.
 
     Prints the summary; sessions whose inputs are unchanged are not run again."""
     cli.main(_root(c), "matrix.matrix", failed=failed, sessions=session or [], force=force, rerun=rerun,
-             parallel=int(parallel) if parallel else None)
+             parallel=int(parallel) if parallel else None, dry_run=dry_run)
 
 
 @task(name="matrix")

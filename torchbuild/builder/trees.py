@@ -162,9 +162,11 @@ def tree_size(path: Path) -> int:
     return total
 
 
-def clean(checkout: Path, all_trees: bool = False, key: str | None = None) -> tuple[list[tuple[str, int]], list[Path]]:
+def clean(checkout: Path, all_trees: bool = False, key: str | None = None, dry_run: bool = False
+          ) -> tuple[list[tuple[str, int]], list[Path]]:
     """Remove build trees torchbuild made (never sources, never a tree without its marker): the
-    current one, `key`'s, or all. Returns ((what, bytes) removed, foreign trees kept)."""
+    current one, `key`'s, or all (`dry_run`: only say which). Returns ((what, bytes) removed, foreign
+    trees kept)."""
     if key is not None and (not KEY_RE.fullmatch(key) or ".." in key):
         raise TorchbuildError(f"--config '{key}' is not a configuration name (like py3.12-cpu-release)",
                               "run `inv clean --all`, or pass a name from .torchbuild/trees/")
@@ -183,9 +185,10 @@ def clean(checkout: Path, all_trees: bool = False, key: str | None = None) -> tu
                 kept.append(tree)
                 continue
             size = tree_size(tree)
-            if tree == build:  # the checkout holds its files: they go with it
+            if tree == build and not dry_run:  # the checkout holds its files: they go with it
                 outputs.remove(checkout, recorded_outputs(marker))
-            shutil.rmtree(tree)
+            if not dry_run:
+                shutil.rmtree(tree)
             removed.append((f"{name} ({tree})", size))
     if key and not removed:
         known = sorted(str(m["key"]) for tree in trees if (m := read_marker(tree)))

@@ -71,19 +71,21 @@ def print_profile(cfg: Config) -> int:
     return 0
 
 
-def clean(cfg: Config, all_trees: bool = False, config: str | None = None) -> int:
-    """Remove build trees (never sources) and say what and how many bytes."""
+def clean(cfg: Config, all_trees: bool = False, config: str | None = None, dry_run: bool = False) -> int:
+    """Remove build trees (never sources) and say what and how many bytes (`dry_run`: remove nothing)."""
     con = _console.get()
     if not (cfg.source_path / ".git").exists():
         raise TorchbuildError(f"no checkout at {cfg.source_path}: nothing to clean",
                               "run the command inside a checkout, or pass --path to one")
-    removed, kept = b.clean(cfg.source_path, all_trees, config)
+    removed, kept = b.clean(cfg.source_path, all_trees, config, dry_run)
     for tree in kept:
         con.warn(f"kept {tree}: torchbuild did not make it (remove it yourself if you no longer need it)")
     if not removed:
         con.info(f"no build tree of torchbuild's in {cfg.source_path}: nothing to remove")
+    verb = "would remove" if dry_run else "removed"
     for what, size in removed:
-        con.info(f"removed {what}: {size / 1024 ** 2:.1f} MiB")
+        con.info(f"{verb} {what}: {size / 1024 ** 2:.1f} MiB")
     if removed:
-        con.ok(f"freed {sum(s for _, s in removed) / 1024 ** 2:.1f} MiB")
+        freed = f"{sum(s for _, s in removed) / 1024 ** 2:.1f} MiB"
+        con.ok(f"--dry-run: would free {freed}; nothing was removed" if dry_run else f"freed {freed}")
     return 0

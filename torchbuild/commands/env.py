@@ -46,9 +46,14 @@ def list_envs(cfg: Config) -> int:
     return 0
 
 
-def remove(cfg: Config, name: str, yes: bool = False) -> int:
-    """Remove a managed env (asks unless --yes)."""
+def remove(cfg: Config, name: str, yes: bool = False, dry_run: bool = False) -> int:
+    """Remove a managed env (asks unless --yes; `dry_run`: only say which)."""
     prefix = envs.named(cfg, name)
+    if dry_run:
+        size = sum(f.stat().st_size for f in prefix.rglob("*") if f.is_file() and not f.is_symlink())
+        _console.get().info(f"--dry-run: would remove env {name} ({prefix}, {size / 1024 ** 2:.1f} MiB); "
+                            "nothing was removed")
+        return 0
     if not yes:
         if not sys.stdin or not sys.stdin.isatty():
             raise TorchbuildError(f"not removing {prefix} without confirmation",

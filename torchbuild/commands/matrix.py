@@ -35,9 +35,9 @@ HEADER = ("session", "python", "cuda", "result", "time", "waited", "ccache hits"
 
 
 def matrix(cfg: Config, failed: bool = False, sessions: Sequence[str] = (), force: bool = False,
-           rerun: bool = False, parallel: int | None = None) -> int:
+           rerun: bool = False, parallel: int | None = None, dry_run: bool = False) -> int:
     """Run nox's build sessions (all, some, or the failed ones) that are not up to date, side by side,
-    then print the summary table."""
+    then print the summary table (`dry_run`: say which would run and how, run nothing)."""
     con = _console.get()
     records = {r.session: r for r in summary.read_summary(cfg.root)}
     pairs = m.combos(cfg)
@@ -70,6 +70,10 @@ def matrix(cfg: Config, failed: bool = False, sessions: Sequence[str] = (), forc
     if refused:
         con.info(f"the split build is not used: {refused}; the sessions share the compiler cache instead "
                  "(one builds first, the others compile what differs)")
+    if dry_run:
+        con.result(f"command: (cd {cfg.root} && {' '.join(argv)})")
+        con.info(f"--dry-run: {len(todo)} session(s) would run; nothing was run")
+        return 0
     free = system.available_memory()
     start = time.monotonic()
     outer = os.environ.get("MAKEFLAGS", "")  # under `make -j`: take part in make's budget instead

@@ -7,12 +7,16 @@ import os
 from .. import console as _console
 from .. import envs
 from ..config import Config
-from ..nightly import NightlyRequest, nightly
+from ..nightly import NightlyRequest, nightly, plan_lines
 
 
-def run_nightly(cfg: Config, version: str | None = None, branch: str | None = None) -> int:
+def run_nightly(cfg: Config, version: str | None = None, branch: str | None = None, dry_run: bool = False) -> int:
     """Install the checkout's nightly into a managed env and its compiled outputs into the checkout."""
     con = _console.get()
+    if dry_run:
+        for line in plan_lines(cfg, NightlyRequest(cfg.build.python, cfg.build.cuda, version, branch), os.environ):
+            con.result(line)
+        return 0
     out = nightly(cfg, NightlyRequest(cfg.build.python, cfg.build.cuda, version, branch), os.environ)
     wheel = out.wheel
     if out.ahead:

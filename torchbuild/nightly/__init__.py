@@ -65,6 +65,34 @@ def package_name(cfg: Config, checkout: Path) -> str:
     return m.group(1) if m else "torch"
 
 
+def plan_lines(cfg: Config, request: NightlyRequest, base_env: Mapping[str, str]) -> list[str]:
+    """What `inv nightly` would do, as lines: the checkout, the index, the env, the tree; nothing is asked of
+    the index, downloaded, created or placed."""
+    from ..toolchain import cuda as cudas
+    from ..toolchain import python as pythons
+
+    checkout = cfg.source_path
+    if not (checkout / ".git").exists():
+        raise TorchbuildError(f"{checkout} is not a git checkout", "run `inv clone` first (or pass --path)")
+    if request.branch:
+        check_branch(checkout, request.branch)
+    toolkit = cudas.select(cudas.for_config(cfg, base_env), request.cuda)
+    flavour = index.variant(cudas.major_minor(toolkit.version) if toolkit else None)
+    creator = pythons.find(pythons.discover(base_env, cfg.toolchain.pythons), request.python or cfg.build.python
+                           or pythons.OWN_MINOR)
+    name = f"nightly-py{creator.minor}-{flavour}"
+    made = (envs.envs_dir(cfg) / name).is_dir()
+    which = f"{request.version}" if request.version else "the newest built from a commit in the checkout's history"
+    return [f"checkout:    {checkout}",
+            f"package:     {package_name(cfg, checkout)} nightly: {which}",
+            f"index:       {index.index_url(cfg.nightly.index_url, flavour)}",
+            f"env:         {name} (Python {creator.minor}; {'kept' if made else 'made'}), the wheel installed there",
+            f"checkout:    its compiled outputs placed as configuration py{creator.minor}-{flavour}-nightly; your "
+            f"files where they go moved to {state_dir(checkout) / 'kept'}/<time>/"
+            + (f"; branch {request.branch} at the wheel's commit" if request.branch else ""),
+            "--dry-run: nothing asked of the index, downloaded, made or placed"]
+
+
 def nightly(cfg: Config, request: NightlyRequest, base_env: Mapping[str, str]) -> Outcome:
     """Install the matching nightly into a managed env and its compiled outputs into the checkout."""
     from ..toolchain import cuda as cudas
