@@ -17,6 +17,7 @@ import pytest
 from torchbuild.demo import make_upstream
 
 from .conftest import REAL_HOME, REPO, free_port, inv, wait_for_port
+from .test_build import env_python, shared  # noqa: F401  (fixture)
 
 DISTCCD = shutil.which("distccd")
 needs_distcc = pytest.mark.skipif(DISTCCD is None or shutil.which("distcc") is None,
@@ -44,10 +45,11 @@ def distccd(tmp_path):
 
 
 @pytest.fixture
-def demo_env(tmp_path, monkeypatch):
+def demo_env(tmp_path, shared, monkeypatch):  # noqa: F811
     """A demo checkout with its own (cold) compiler cache; the env dir is shared with test_build."""
     monkeypatch.setenv("PIP_CACHE_DIR", str(REAL_HOME / ".cache" / "pip"))
-    for key, value in {"TORCHBUILD_PATHS_ENVS": tmp_path / "envs", "TORCHBUILD_PATHS_CACHE_DIR": tmp_path / "cache",
+    for key, value in {"TORCHBUILD_PATHS_ENVS": shared["TORCHBUILD_PATHS_ENVS"],
+                       "TORCHBUILD_PATHS_CACHE_DIR": tmp_path / "cache",
                        "TORCHBUILD_PATHS_LOGS": tmp_path / "logs", "TORCHBUILD_BUILD_MIN_FREE_GB": "1",
                        "TORCHBUILD_BUILD_CUDA": "none"}.items():
         monkeypatch.setenv(key, str(value))
@@ -70,7 +72,7 @@ def test_distcc_compiles_on_the_hosts_behind_ccache(distccd, demo_env, monkeypat
     inv("build", "--path", str(demo_env), check=True, timeout=600)
     counts = [compiled_on(log) for _, _, log in distccd]
     assert all(n > 0 for n in counts) and sum(counts) >= 20, counts  # the core's TUs ran on both hosts
-    assert subprocess.run([str(demo_env.parent / "envs/py{}.{}/bin/python".format(*sys.version_info[:2])), "-c",
+    assert subprocess.run([str(env_python()), "-c",
                            "import minitorch; print(minitorch.checksum())"], cwd=demo_env.parent,
                           capture_output=True, text=True, check=True).stdout.strip() == "1144625"
 

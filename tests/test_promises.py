@@ -70,3 +70,13 @@ def test_auto_cuda_builds_a_project_that_uses_no_cuda_for_cpu(tmp_path, monkeypa
     (project / "src/kernel.cu").write_text("__global__ void k() {}\n")
     plan = inv("build", "--path", str(project), "--dry-run", check=True).output
     assert "does not use CUDA" not in plan and "-cu130-release" in plan
+
+
+def test_hints_name_the_command_the_user_ran(tmp_path):
+    installed = torchbuild("build", cwd=tmp_path)
+    assert installed.returncode != 0 and "run `torchbuild clone` first" in installed.stderr
+    assert "`inv " not in installed.stderr
+    doctor = torchbuild("doctor", cwd=tmp_path)
+    assert "torchbuild clone" in doctor.stdout + doctor.stderr and "inv clone" not in doctor.stdout + doctor.stderr
+    repo = inv("build", "--path", str(tmp_path / "nothing"))
+    assert "run `inv clone` first" in repo.stderr  # in torchbuild's repo, `inv` is the command

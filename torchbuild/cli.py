@@ -22,7 +22,8 @@ def main(root: Path | None, command: str, flags: Mapping[str, Any] | None = None
     """Run torchbuild.commands.<module>.<function>(config, **options) for command "module.function";
     exit non-zero with one clear message on failure."""
     env = os.environ
-    con = console.configure(env, verbose=verbose)
+    program = "torchbuild" if Path(sys.argv[0]).name == "torchbuild" else "inv"  # the installed command, or inv
+    con = console.configure(env, verbose=verbose, program=program)
     debug = bool(env.get("TORCHBUILD_DEBUG"))
     from .run import children, install_signal_handlers
 

@@ -54,6 +54,10 @@ def _hide_credentials(found: re.Match[str]) -> str:
     return f"{scheme}***@"
 
 
+# a hint's command: `inv build`, inv clone (doctor's fix column), as the installed command names them
+INV_COMMAND = re.compile(r"(?<![\w/.-])inv (?=(?:clone|sync|build|doctor|demo|matrix|nightly|clean|config|pythons|"
+                         r"env\.|cuda\.|patch\.|ci\.)\b)")
+
 _RESET = Style.RESET_ALL
 _STYLES = {
     "step": Style.BRIGHT + Fore.BLUE,
@@ -76,6 +80,7 @@ class Console:
         self.tty = _isatty(self.stream)
         self.color = (self.tty and "NO_COLOR" not in env) if color is None else color
         self.verbose = False
+        self.program = "inv"  # the command the user typed: hints name it (`torchbuild build`, not `inv build`)
         self._progress_shown = False
         self._last_plain_progress = 0.0
         if self.color and os.name == "nt":  # pragma: no cover - Windows terminals only
@@ -86,9 +91,12 @@ class Console:
     def _style(self, kind: str, text: str) -> str:
         return f"{_STYLES[kind]}{text}{_RESET}" if self.color else text
 
+    def _named(self, line: str) -> str:
+        return line if self.program == "inv" else INV_COMMAND.sub(f"{self.program} ", line)
+
     def _write(self, line: str) -> None:
         self.clear_progress()
-        self.stream.write(mask(line) + "\n")
+        self.stream.write(mask(self._named(line)) + "\n")
         self.stream.flush()
 
     def step(self, message: str) -> None:
@@ -119,7 +127,7 @@ class Console:
     def result(self, line: str = "") -> None:
         """Program output proper (tables, export lines): stdout, unstyled."""
         self.clear_progress()
-        self.out.write(mask(line) + "\n")
+        self.out.write(mask(self._named(line)) + "\n")
         self.out.flush()
 
     def progress(self, text: str) -> None:
@@ -161,11 +169,12 @@ def _isatty(stream: IO[str]) -> bool:
 console = Console()
 
 
-def configure(env: Mapping[str, str], verbose: bool = False) -> Console:
-    """Replace the shared console (called once by cli.main)."""
+def configure(env: Mapping[str, str], verbose: bool = False, program: str = "inv") -> Console:
+    """Replace the shared console (called once by cli.main; `program`: the command the user ran)."""
     global console
     console = Console(env=env)
     console.verbose = verbose
+    console.program = program
     return console
 
 
