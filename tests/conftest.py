@@ -151,3 +151,9 @@ def installed(tmp_path_factory) -> Path:
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return root / "venv" / "bin" / "torchbuild"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that build or download (`slow`) first, in their order: side by side under pytest-xdist, a
+    long one started last would run on alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

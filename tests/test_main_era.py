@@ -41,6 +41,7 @@ def imported(checkout: Path) -> dict[str, str]:
     return dict(zip(("checksum", "package", "binary", "debug", "version", "aot"), out))
 
 
+@pytest.mark.slow
 def test_main_builds_no_ops_loops_switches_and_makes_a_wheel_through_scikit_build_core(main_demo, tmp_path):
     co = main_demo
     site = str(env_python().parent.parent)
@@ -108,6 +109,7 @@ def test_main_builds_no_ops_loops_switches_and_makes_a_wheel_through_scikit_buil
     assert shim.returncode != 0 and "scikit-build-core" in shim.stderr
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_inv_demo_builds_main_with_cuda_and_runs_native_aot_stage_2_unless_turned_off(tmp_path, shared,  # noqa: F811
                                                                                       monkeypatch):
@@ -130,6 +132,7 @@ def test_inv_demo_builds_main_with_cuda_and_runs_native_aot_stage_2_unless_turne
     assert imported(co)["aot"] == "0"  # CMake embeds nothing either, though stage 2 left its kernels in build/
 
 
+@pytest.mark.slow
 def test_inv_matrix_makes_main_wheels_that_import_in_a_fresh_env(tmp_path):
     """The matrix over PyTorch main's shape: the session's wheel comes from the backend (never setup.py's
     bdist_wheel, which the shim refuses), named by PYTORCH_BUILD_VERSION, and imports in a fresh env."""

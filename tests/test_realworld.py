@@ -41,6 +41,7 @@ def real_upstream(project: Project, sdists: Path, upstream: Path, monkeypatch: p
     return make_upstream(project, sdist, upstream)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("project", PROJECTS, ids=[p.name for p in PROJECTS])
 def test_clone_patch_build_import_and_call(project: Project, sdists, shared_envs, tmp_path, monkeypatch):
     upstream = tmp_path / "upstream"
