@@ -135,13 +135,15 @@ def test_inv_demo_builds_main_with_cuda_and_runs_native_aot_stage_2_unless_turne
 @pytest.mark.slow
 def test_inv_matrix_makes_main_wheels_that_import_in_a_fresh_env(tmp_path):
     """The matrix over PyTorch main's shape: the session's wheel comes from the backend (never setup.py's
-    bdist_wheel, which the shim refuses), named by PYTORCH_BUILD_VERSION, and imports in a fresh env."""
+    bdist_wheel, which the shim refuses), named by PYTORCH_BUILD_VERSION, and imports in a fresh env with
+    what it requires."""
     if not has_python("3.12"):
         pytest.skip("needs pyenv's Python 3.12")
     up = make_upstream(tmp_path / "upstream", units=4, era="main")
     proj = project(tmp_path, f"source:\n  url: {up.url('pytorch')}\n  path: {tmp_path / 'co'}\n"
                              'matrix:\n  pythons: ["3.12"]\n  cudas: ["none"]\n'
-                             f"paths:\n  cache_dir: {tmp_path / 'cache'}\nbuild:\n  min_free_gb: 1\n")
+                             f"paths:\n  cache_dir: {tmp_path / 'cache'}\nbuild:\n  min_free_gb: 1\n"
+                             "  env:\n    PYTORCH_EXTRA_INSTALL_REQUIREMENTS: packaging>=20\n")
     env = {"HOME": str(REAL_HOME), "PIP_CACHE_DIR": str(REAL_HOME / ".cache" / "pip")}
     inv("clone", root=proj, env=env, check=True)
     planned = inv("matrix", "--dry-run", root=proj, env=env, check=True)
@@ -152,3 +154,7 @@ def test_inv_matrix_makes_main_wheels_that_import_in_a_fresh_env(tmp_path):
     assert session["result"] == "ok" and wheel.name.startswith("minitorch-2.15.0a0+cpu-cp312-cp312-linux_x86_64")
     assert "imports in a fresh env" in done.output and "the split build is not used" in done.output
     assert "minitorch/version.py" in zipfile.ZipFile(wheel).namelist()
+    # a runtime requirement (tools/metadata's dependencies provider) is installed with the wheel, as pip would
+    metadata = next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".dist-info/METADATA"))
+    assert "Requires-Dist: packaging>=20" in zipfile.ZipFile(wheel).read(metadata).decode()
+    assert "into the fresh env: packaging>=20" in done.output

@@ -312,8 +312,9 @@ def core_fingerprint(cfg: Config, request: BuildRequest, source: list[object], w
 
 def smoke_import(env_python: Path, wheel: Path, package: str, extra: list[Path] | None = None,
                  call: bool = False) -> None:
-    """Install the wheel (after the core's, for a split build) into a fresh venv (no deps) and import it; with
-    `call`, also call into its compiled code (`<package>._C` loads, the core's libraries found)."""
+    """Install the wheel (after the core's, for a split build) into a fresh venv, with what it requires as pip
+    would (the core's wheel given here stands for its own requirement), and import it; with `call`, also call
+    into its compiled code (`<package>._C` loads, the core's libraries found)."""
     with tempfile.TemporaryDirectory(prefix="tb-smoke-") as tmp:
         venv = Path(tmp) / "venv"
         base = run([str(env_python), "-c", "import sys; print(getattr(sys, 'base_prefix', sys.prefix))"],
@@ -322,6 +323,13 @@ def smoke_import(env_python: Path, wheel: Path, package: str, extra: list[Path] 
                            env_python)
         run([str(interpreter), "-m", "venv", "--without-pip", str(venv)], echo=False)
         site = str(wheels.install([*(extra or []), wheel], venv / "bin" / "python"))  # the core first
+        given = {wheels.project_of(w) for w in extra or []}
+        needed = [r for r in wheels.wheel_requires(wheel) if wheels.normalize(re.split(r"[\s;<>=!~\[(]", r)[0])
+                  not in given]
+        if needed:  # nox's or cibuildwheel's test step installs them too: pip into the fresh env, from its mirrors
+            run([str(env_python), "-m", "pip", "--disable-pip-version-check", "--python", str(venv / "bin" / "python"),
+                 "install", "-q", *needed], echo=False)
+            _console.get().info(f"installed what {wheel.name} requires into the fresh env: {', '.join(needed)}")
         code = f"import {package}; print({package}.__file__)" + (f"; import {package}._C" if call else "")
         out = run([str(venv / "bin" / "python"), "-c", code], capture=True, echo=False, cwd=tmp, check=False)
         if out.returncode != 0 or not out.stdout.strip().startswith(site):

@@ -24,6 +24,18 @@ def env_paths(python: Path) -> dict[str, str]:
     return dict(json.loads(run([str(python), "-c", SCHEME], capture=True, echo=False).stdout.strip().splitlines()[-1]))
 
 
+def requires(metadata: str) -> tuple[str, ...]:
+    """A wheel's METADATA's Requires-Dist, those of extras left out."""
+    return tuple(m.strip() for m in re.findall(r"^Requires-Dist:\s*(.+)$", metadata, re.M) if "extra ==" not in m)
+
+
+def wheel_requires(wheel: Path) -> tuple[str, ...]:
+    """What the wheel requires at run time (its .dist-info/METADATA)."""
+    with zipfile.ZipFile(wheel) as whl:
+        meta = next((n for n in whl.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1), None)
+        return requires(whl.read(meta).decode(errors="replace")) if meta else ()
+
+
 def install(wheels: Sequence[Path], python: Path, replace: bool = False) -> Path:
     """Install `wheels` into the env of `python` (no deps, no bytecode), in order, and return its site-packages.
     A file another wheel put there is overwritten, as pip does: the split build's two wheels both hold the
@@ -47,14 +59,21 @@ def install(wheels: Sequence[Path], python: Path, replace: bool = False) -> Path
     return Path(paths["purelib"])
 
 
+def normalize(name: str) -> str:
+    """A project name as wheel file names and dist-info folders spell it (PEP 503, with underscores)."""
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def project_of(wheel: Path) -> str:
+    """The normalized project name of a wheel file (name-version-tags.whl)."""
+    return normalize(wheel.name.split("-")[0])
+
+
 def uninstall(site: Path, project: str, prefix: Path) -> None:
     """Remove every install of `project` from `site`: the files its RECORD lists (within the env's
     `prefix`), their __pycache__, the folders left empty, and the .dist-info itself."""
-    def norm(name: str) -> str:
-        return re.sub(r"[-_.]+", "_", name).lower()
-
     for info in site.glob("*.dist-info"):
-        if norm(info.name[: -len(".dist-info")].split("-")[0]) != norm(project):
+        if normalize(info.name[: -len(".dist-info")].split("-")[0]) != normalize(project):
             continue
         record = info / "RECORD"
         rows = record.read_text().splitlines() if record.exists() else []

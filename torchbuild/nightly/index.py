@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from .. import wheels
 from ..errors import CommandError, TorchbuildError
 from ..run import run
 
@@ -148,7 +149,7 @@ def read(path: Path, package: str) -> Wheel:
             raise TorchbuildError(f"{path.name}: {version_py} does not parse ({why})",
                                   "pass --version for another nightly, or check nightly.index_url") from None
     version = re.search(r"^Version:\s*(\S+)", metadata, re.M)
-    requires = tuple(m.strip() for m in re.findall(r"^Requires-Dist:\s*(.+)$", metadata, re.M) if "extra ==" not in m)
+    requires = wheels.requires(metadata)
     git_version = values.get("git_version", "")
     if not re.fullmatch(r"[0-9a-f]{40}", git_version):
         raise TorchbuildError(f"{path.name} does not say which commit it was built from ({version_py} has no "
