@@ -80,3 +80,23 @@ def test_hints_name_the_command_the_user_ran(tmp_path):
     assert "torchbuild clone" in doctor.stdout + doctor.stderr and "inv clone" not in doctor.stdout + doctor.stderr
     repo = inv("build", "--path", str(tmp_path / "nothing"))
     assert "run `inv clone` first" in repo.stderr  # in torchbuild's repo, `inv` is the command
+
+
+def test_in_a_checkout_without_config_the_series_lives_in_its_torchbuild_folder(tmp_path):
+    """README: with the installed command in a checkout, the patch series is `.torchbuild/patches/` there."""
+    co = make_skbuild_project(tmp_path / "co", units=1)
+    module = co / "src/module.cpp"
+    module.write_text(module.read_text() + "// patched by the series\n")
+    diff = subprocess.run(["git", "diff"], cwd=co, capture_output=True, text=True, check=True).stdout
+    subprocess.run(["git", "checkout", "--", "src/module.cpp"], cwd=co, check=True)
+    series = co / ".torchbuild/patches"
+    series.mkdir(parents=True)
+    (series / "0001-mark.patch").write_text(diff)
+    (series / "series").write_text("0001-mark.patch\n")
+    shown = torchbuild("config", cwd=co / "src")
+    assert ".torchbuild/patches" in shown.stdout
+    applied = torchbuild("patch.apply", cwd=co / "src")
+    assert applied.returncode == 0, applied.stderr
+    assert module.read_text().endswith("// patched by the series\n")
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=co, capture_output=True, text=True).stdout
+    assert status == ""  # the series' folder is ignored by git: the checkout stays clean
