@@ -128,7 +128,7 @@ def test_one_job_runs_as_on_a_hosted_runner(tmp_path):
     setup = next(s for s in build["steps"] if str(s.get("uses", "")).startswith("actions/setup-python"))
     assert setup["with"]["python-version"] == "${{ matrix.python }}" and entry["python"] == minor
     run_steps(build["steps"], entry, repo, env)
-    wheels = list((repo / "dist" / entry["session"]).glob("minitorch-*.whl"))
+    wheels = list((repo / "dist" / f"build-{minor}-cuda-none").glob("minitorch-*.whl"))
     assert wheels and f"cp{minor.replace('.', '')}" in wheels[0].name
     summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text()
     assert f"| `{entry['session']}` | {minor} | none | ok |" in summary, summary
