@@ -56,7 +56,8 @@ def isolated_env(tmp_path_factory, monkeypatch):
 
 @pytest.fixture
 def upstream(tmp_path) -> Upstream:
-    return make_upstream(tmp_path / "upstream")
+    """The demo upstream with a 4-unit core: what these tests assert holds for any number of units."""
+    return make_upstream(tmp_path / "upstream", units=4)
 
 
 @dataclass

@@ -117,7 +117,7 @@ def test_env_name_and_git_jobs_are_bounded(tmp_path):
 @pytest.fixture
 def private_upstream(tmp_path):
     """The demo upstream served over http on loopback; every request needs user:TOKEN."""
-    up = make_upstream(tmp_path / "upstream", url_base="https://github.example/org")
+    up = make_upstream(tmp_path / "upstream", url_base="https://github.example/org", units=4)
     for name in ("pytorch", "fbgemm", "pybind11", "asmjit", "nccl", "gitlab/eigen"):
         git(up.repo(name), "update-server-info")
     with contextlib.contextmanager(serve)(up.root, TOKEN) as base:
