@@ -158,3 +158,9 @@ def test_inv_matrix_makes_main_wheels_that_import_in_a_fresh_env(tmp_path):
     metadata = next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".dist-info/METADATA"))
     assert "Requires-Dist: packaging>=20" in zipfile.ZipFile(wheel).read(metadata).decode()
     assert "into the fresh env: packaging>=20" in done.output
+
+
+def test_an_era_the_demo_does_not_have_is_one_clear_error(tmp_path):
+    done = inv("demo", "--era", "2.99", "--path", str(tmp_path / "demo"))
+    assert done.returncode == 1 and "--era 2.99 is not one the demo has" in done.stderr and "main, 2.13" in done.stderr
+    assert "Traceback" not in done.output and not (tmp_path / "demo").exists()
