@@ -42,6 +42,12 @@ def build(cfg: Config, request: BuildRequest, base_env: Mapping[str, str]) -> Ou
     con.info(f"build driver: {plan.driver}")
     for note in plan.notes:
         con.info(note)
+    if request.explain:
+        from .explain import explain
+
+        for line in explain(plan, base_env):
+            con.result(line)
+        return Outcome(plan, None)
     if request.dry_run:
         for line in describe(plan, base_env):
             con.result(line)

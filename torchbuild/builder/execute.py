@@ -26,6 +26,7 @@ from ..run import format_command, merged_env, run
 from ..toolchain import linkers
 from . import outputs, profile, record, shortcut
 from .cachestats import parse_sccache_stats, parse_stats_log
+from .explain import remember
 from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
 from .plan import Plan, affects_configure, package_name
 from .request import BuildRequest
@@ -231,6 +232,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                         check=False).stdout
             result.hits, result.misses = parse_sccache_stats(stats)
         steps = profile.ninja_steps(ninja_log, offset, command_start)
+        remember(build, steps)
         spans = profile.phases(timeline, command_start, command_end, time.time(), "cmake --build" if quick else
                                "setup.py" if "setup.py" in plan.command[1:3] else "pip and the backend")
         result.profile = profile.write(plan.log, steps, spans, profile.summarise(

@@ -1,0 +1,160 @@
+"""`inv build --explain`: what the next build of a configuration would run, why, and about how long, before it
+spends anything. The answer is ninja's own (`ninja -n -d explain` in the configuration's tree: each output it
+would rebuild and the newest input that makes it), grouped by that input; the estimate comes from the
+tree's .ninja_log (how long each of those steps took when it last ran). Nothing is built, configured or moved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import shutil
+import statistics
+from collections import Counter
+from pathlib import Path
+from typing import Mapping
+
+from ..run import run
+from .plan import Plan
+from .profile import Step
+from .shortcut import NEWEST_INPUT
+from .trees import configure_changes, read_marker, trees_dir
+from .uptodate import ALWAYS_RUN, inputs_stamp, pending, tree_ninja
+
+MISSING = re.compile(r"ninja explain: output (.+) doesn't exist$")
+STEP = re.compile(r"(?m)^\[\d+/\d+\] (.+)$")
+HEADERS = (".h", ".hpp", ".hh", ".cuh", ".inc")
+SOURCES = (".c", ".cc", ".cpp", ".cxx", ".cu")
+
+
+def explain(plan: Plan, base_env: Mapping[str, str]) -> list[str]:
+    """The lines `--explain` prints for the plan's configuration."""
+    build = plan.checkout / "build"
+    marker = read_marker(build) if build.is_dir() else None
+    lines = [f"explain {plan.key}: nothing is built, configured or moved"]
+    if marker is None or marker.get("key") != plan.key:
+        kept = trees_dir(plan.checkout) / plan.key
+        if read_marker(kept) is not None:
+            return lines + [f"its tree is kept ({kept}): the build switches back to it first, its binaries come back "
+                            "without a compile (run `inv build` with these options), then rebuilds what changed since"]
+        return lines + [f"no tree of {plan.key} yet: a build from nothing",
+                        *estimate_lines(steps_of(build), None, jobs(plan), "the tree in build/ (the nearest)")]
+    changed = configure_changes(marker.get("configure"), plan.configure)  # type: ignore[arg-type]
+    if changed:
+        return lines + [f"the configuration changed ({'; '.join(changed[:4])}): CMake configures from scratch "
+                        "and every step may run again",
+                        *estimate_lines(steps_of(build), None, jobs(plan), "this tree's last build")]
+    if marker.get("done") != inputs_stamp(plan):
+        lines.append("the inputs changed since the last complete build (commit, the build's own files or "
+                     "variables): it goes the whole way through the build driver")
+    explained = pending(build, plan, base_env)
+    steps = dry_steps(build, plan, base_env)
+    if explained is None or steps is None:
+        return lines + ["no ninja tree to ask: the build goes the whole way"]
+    causes, outputs = group(explained, build, plan.checkout)
+    rest = [s for s in steps if s not in outputs]
+    if rest:
+        causes["what the steps above feed (links, generated files)"] = len(rest)
+    if not steps:
+        return lines + ["ninja has no work in the tree"]
+    lines.append(f"ninja would run {len(steps)} step(s):")
+    for cause, count in causes.most_common(8):
+        lines.append(f"  {cause}: {count} step(s) ({kind(cause)})")
+    if len(causes) > 8:
+        lines.append(f"  and {len(causes) - 8} more cause(s): {sum(c for _, c in causes.most_common()[8:])} step(s)")
+    return lines + estimate_lines(steps_of(build), set(steps), jobs(plan), "this tree's .ninja_log")
+
+
+def dry_steps(build: Path, plan: Plan, base_env: Mapping[str, str]) -> list[str] | None:
+    """The outputs of the steps `ninja -n` lists (CMake's descriptions end with the output), in order."""
+    ninja = tree_ninja(build) or shutil.which("ninja", path=str(plan.changes.get("PATH") or base_env.get("PATH", "")))
+    if ninja is None or not (build / "build.ninja").exists():
+        return None
+    res = run([ninja, "-C", str(build), "-n"], capture=True, echo=False, check=False)
+    if res.returncode != 0:
+        return None
+    return [m.group(1).split()[-1] for m in STEP.finditer(res.stdout)
+            if not m.group(1).startswith(("Re-checking", "Re-running", "Regenerating", "No work"))]
+
+
+def group(explained: list[str], build: Path, checkout: Path) -> tuple[Counter[str], set[str]]:
+    """(the outputs to rebuild counted by their newest input, every output ninja names)."""
+    causes: Counter[str] = Counter()
+    outputs = set()
+    for line in explained:
+        newer = NEWEST_INPUT.match(line)
+        missing = MISSING.match(line)
+        if newer:
+            output = line.split("ninja explain: output ", 1)[1].split(" older than", 1)[0]
+            causes[shown(newer.group(1), build, checkout)] += 1
+            outputs.add(output)
+        elif missing and not ALWAYS_RUN.fullmatch(line):
+            causes["not built yet"] += 1
+            outputs.add(missing.group(1))
+    return causes, outputs
+
+
+def shown(path: str, build: Path, checkout: Path) -> str:
+    """An input as the user knows it: relative to the checkout when inside it."""
+    full = (build / path).resolve()
+    return full.relative_to(checkout.resolve()).as_posix() if full.is_relative_to(checkout.resolve()) else path
+
+
+def kind(cause: str) -> str:
+    if cause.endswith(HEADERS):
+        return "a header: every unit including it compiles again"
+    if cause.endswith(SOURCES):
+        return "a source file"
+    if cause == "not built yet":
+        return "outputs that do not exist"
+    return "an input the build generates code or links from"
+
+
+STEP_SECONDS = ".torchbuild-step-seconds.json"  # in the tree: each output's longest step seen (a real compile)
+
+
+def steps_of(build: Path) -> dict[str, float]:
+    """Each output's seconds: the longest of its steps torchbuild saw in this tree (a compile, not a compiler
+    cache hit), else the last time ninja built it (.ninja_log: start and end in ms, then the output)."""
+    seconds: dict[str, float] = {}
+    try:
+        text = (build / ".ninja_log").read_text(errors="replace")
+    except OSError:
+        text = ""
+    for line in text.splitlines()[1:]:
+        fields = line.split("\t")
+        if len(fields) >= 4 and fields[0].isdigit() and fields[1].isdigit():
+            seconds[fields[3]] = (int(fields[1]) - int(fields[0])) / 1000
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        for output, longest in json.loads((build / STEP_SECONDS).read_text()).items():
+            seconds[output] = max(float(longest), seconds.get(output, 0.0))
+    return seconds
+
+
+def remember(build: Path, steps: list[Step]) -> None:
+    """Keep each output's longest step in the tree, for the next estimate (the tree moves with its file)."""
+    kept = steps_of(build) if (build / STEP_SECONDS).exists() else {}
+    for step in steps:
+        output = step.output
+        kept[output] = max(step.seconds, kept.get(output, 0.0))
+    with contextlib.suppress(OSError):
+        (build / STEP_SECONDS).write_text(json.dumps({k: round(v, 3) for k, v in kept.items()}))
+
+
+def jobs(plan: Plan) -> int:
+    return max(1, int(plan.changes.get("MAX_JOBS") or 1))
+
+
+def estimate_lines(steps: Mapping[str, float], outputs: set[str] | None, parallel: int, source: str) -> list[str]:
+    """The estimate: the steps' recorded seconds (the median for one never timed), over MAX_JOBS jobs."""
+    if not steps:
+        return ["estimate: none (no build of this checkout recorded its steps yet)"]
+    wanted = list(steps) if outputs is None else sorted(outputs)
+    typical = statistics.median(steps.values())
+    timed = [steps[o] for o in wanted if o in steps]
+    work = sum(timed) + typical * (len(wanted) - len(timed))
+    wall = max(work / parallel, max(timed, default=typical))
+    return [f"estimate: {len(wanted)} step(s), {work:.1f}s of compile and link work, about {wall:.1f}s at "
+            f"MAX_JOBS={parallel} if the compiler cache has none of them ({len(timed)} timed in {source}, the rest "
+            f"at its median {typical:.2f}s; the build driver's own time comes on top)"]
