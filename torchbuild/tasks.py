@@ -149,18 +149,19 @@ def doctor(c, json=False):
     "record": "print the record of the last build (commit, patches, packages, tools, environment) and exit",
     "profile": "print where the last build's time went (phases, slowest units and links) and its timeline",
     "explain": "say what the build would run and why (grouped by cause), and about how long; build nothing",
+    "yes": "do not ask before a build estimated over build.confirm_over minutes",
     **DRY_RUN,
     "verbose": "stream the build's raw output",
 })
 def build(c, cuda=None, python=None, env=None, debug=False, rel_with_deb_info=False, jobs=None, arch=None,
           wheel=False, clean=False, set=None, force=False, path=None, dist=None, rerun=False, dry_run=False,
-          verbose=False, record=False, part="all", profile=False, explain=False):
+          verbose=False, record=False, part="all", profile=False, explain=False, yes=False):
     """Build the checkout incrementally (develop mode) for one Python x CUDA, with ccache and logs."""
     cli.main(_root(c), "build.build", verbose=verbose, flags={
         "build.cuda": cuda, "build.python": python, "build.jobs": jobs, "build.arch": arch, "source.path": path,
     }, debug=debug, rel_with_deb_info=rel_with_deb_info, wheel=wheel, clean=clean, sets=set or [], env_name=env,
         force=force, dry_run=dry_run, dist=dist, rerun=rerun, show_record=record, part=part,
-        show_profile=profile, explain=explain)
+        show_profile=profile, explain=explain, yes=yes)
 
 
 @task(help={

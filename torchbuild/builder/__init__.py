@@ -7,17 +7,21 @@
     execute.py  execute(plan) -> BuildResult: lock, reconfigure on change, up-to-date check, log
     uptodate.py the inputs stamp, ninja's pending work, the install; split.py the core for the Python part;
     leftovers.py what a killed build left running; slots.py, record.py, outputs.py
+    explain.py  --explain: what the build would run and why, the estimate; a long build asks first
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
 from .. import console as _console
 from ..config import Config
+from ..errors import TorchbuildError
 from .execute import BuildResult, execute
+from .explain import confirmed, could_take, explain
 from .facts import BuildFacts, gather
 from .plan import Plan, describe, make_plan
 from .request import BuildRequest
@@ -43,17 +47,25 @@ def build(cfg: Config, request: BuildRequest, base_env: Mapping[str, str]) -> Ou
     for note in plan.notes:
         con.info(note)
     if request.explain:
-        from .explain import explain
-
-        for line in explain(plan, base_env):
+        for line in explain(plan, base_env)[0]:
             con.result(line)
         return Outcome(plan, None)
+    if not request.dry_run and asking(request) and could_take(plan, cfg.build.confirm_over):
+        lines, wall = explain(plan, base_env)
+        if not confirmed(lines, wall, cfg.build.confirm_over, True):
+            raise TorchbuildError(f"not building {plan.key}: not confirmed", "run it again and answer y, pass "
+                                  "--yes, or raise build.confirm_over")
     if request.dry_run:
         for line in describe(plan, base_env):
             con.result(line)
         return Outcome(plan, None)
     with con.timed(f"build {plan.key}"):
         return Outcome(plan, execute(plan, request, base_env))
+
+
+def asking(request: BuildRequest) -> bool:
+    """Whether a long build asks first: on a terminal, without --yes."""
+    return not request.yes and sys.stdin is not None and sys.stdin.isatty() and sys.stderr.isatty()
 
 
 def report(outcome: Outcome) -> None:

@@ -9,27 +9,27 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import shutil
 import statistics
 from collections import Counter
 from pathlib import Path
 from typing import Mapping
 
-from ..run import run
+from .. import console as _console
 from .plan import Plan
 from .profile import Step
 from .shortcut import NEWEST_INPUT
 from .trees import configure_changes, read_marker, trees_dir
-from .uptodate import ALWAYS_RUN, inputs_stamp, pending, tree_ninja
+from .uptodate import ALWAYS_RUN, dry_run, inputs_stamp
 
 MISSING = re.compile(r"ninja explain: output (.+) doesn't exist$")
-STEP = re.compile(r"(?m)^\[\d+/\d+\] (.+)$")
+FED = "what the steps above feed"
 HEADERS = (".h", ".hpp", ".hh", ".cuh", ".inc")
 SOURCES = (".c", ".cc", ".cpp", ".cxx", ".cu")
 
 
-def explain(plan: Plan, base_env: Mapping[str, str]) -> list[str]:
-    """The lines `--explain` prints for the plan's configuration."""
+def explain(plan: Plan, base_env: Mapping[str, str]) -> tuple[list[str], float | None]:
+    """The lines `--explain` prints for the plan's configuration, and the estimated wall seconds (None:
+    nothing to estimate from, or a switch back)."""
     build = plan.checkout / "build"
     marker = read_marker(build) if build.is_dir() else None
     lines = [f"explain {plan.key}: nothing is built, configured or moved"]
@@ -37,45 +37,36 @@ def explain(plan: Plan, base_env: Mapping[str, str]) -> list[str]:
         kept = trees_dir(plan.checkout) / plan.key
         if read_marker(kept) is not None:
             return lines + [f"its tree is kept ({kept}): the build switches back to it first, its binaries come back "
-                            "without a compile (run `inv build` with these options), then rebuilds what changed since"]
-        return lines + [f"no tree of {plan.key} yet: a build from nothing",
-                        *estimate_lines(steps_of(build), None, jobs(plan), "the tree in build/ (the nearest)")]
+                            "without a compile (run `inv build` with these options), then rebuilds what changed since"
+                            ], None
+        line, wall = estimate(steps_of(build), None, jobs(plan), "the tree in build/ (the nearest)")
+        return lines + [f"no tree of {plan.key} yet: a build from nothing", line], wall
     changed = configure_changes(marker.get("configure"), plan.configure)  # type: ignore[arg-type]
     if changed:
+        line, wall = estimate(steps_of(build), None, jobs(plan), "this tree's last build")
         return lines + [f"the configuration changed ({'; '.join(changed[:4])}): CMake configures from scratch "
-                        "and every step may run again",
-                        *estimate_lines(steps_of(build), None, jobs(plan), "this tree's last build")]
+                        "and every step may run again", line], wall
     if marker.get("done") != inputs_stamp(plan):
         lines.append("the inputs changed since the last complete build (commit, the build's own files or "
                      "variables): it goes the whole way through the build driver")
-    explained = pending(build, plan, base_env)
-    steps = dry_steps(build, plan, base_env)
-    if explained is None or steps is None:
-        return lines + ["no ninja tree to ask: the build goes the whole way"]
+    asked = dry_run(build, plan, base_env)
+    if asked is None:
+        return lines + ["no ninja tree to ask: the build goes the whole way"], None
+    explained = [line for line in asked[0] if not ALWAYS_RUN.fullmatch(line)]
+    steps = [s.split()[-1] for s in asked[1] if not s.startswith(("Regenerating", "No work"))]
     causes, outputs = group(explained, build, plan.checkout)
     rest = [s for s in steps if s not in outputs]
     if rest:
-        causes["what the steps above feed (links, generated files)"] = len(rest)
+        causes[FED] = len(rest)
     if not steps:
-        return lines + ["ninja has no work in the tree"]
+        return lines + ["ninja has no work in the tree"], 0.0
     lines.append(f"ninja would run {len(steps)} step(s):")
     for cause, count in causes.most_common(8):
         lines.append(f"  {cause}: {count} step(s) ({kind(cause)})")
     if len(causes) > 8:
         lines.append(f"  and {len(causes) - 8} more cause(s): {sum(c for _, c in causes.most_common()[8:])} step(s)")
-    return lines + estimate_lines(steps_of(build), set(steps), jobs(plan), "this tree's .ninja_log")
-
-
-def dry_steps(build: Path, plan: Plan, base_env: Mapping[str, str]) -> list[str] | None:
-    """The outputs of the steps `ninja -n` lists (CMake's descriptions end with the output), in order."""
-    ninja = tree_ninja(build) or shutil.which("ninja", path=str(plan.changes.get("PATH") or base_env.get("PATH", "")))
-    if ninja is None or not (build / "build.ninja").exists():
-        return None
-    res = run([ninja, "-C", str(build), "-n"], capture=True, echo=False, check=False)
-    if res.returncode != 0:
-        return None
-    return [m.group(1).split()[-1] for m in STEP.finditer(res.stdout)
-            if not m.group(1).startswith(("Re-checking", "Re-running", "Regenerating", "No work"))]
+    line, wall = estimate(steps_of(build), set(steps), jobs(plan), "this tree's .ninja_log")
+    return lines + [line], wall
 
 
 def group(explained: list[str], build: Path, checkout: Path) -> tuple[Counter[str], set[str]]:
@@ -108,6 +99,8 @@ def kind(cause: str) -> str:
         return "a source file"
     if cause == "not built yet":
         return "outputs that do not exist"
+    if cause == FED:
+        return "links and generated files"
     return "an input the build generates code or links from"
 
 
@@ -146,15 +139,40 @@ def jobs(plan: Plan) -> int:
     return max(1, int(plan.changes.get("MAX_JOBS") or 1))
 
 
-def estimate_lines(steps: Mapping[str, float], outputs: set[str] | None, parallel: int, source: str) -> list[str]:
-    """The estimate: the steps' recorded seconds (the median for one never timed), over MAX_JOBS jobs."""
+def estimate(steps: Mapping[str, float], outputs: set[str] | None, parallel: int, source: str
+             ) -> tuple[str, float | None]:
+    """The estimate's line and wall seconds: the steps' recorded seconds (the median for one never timed),
+    over MAX_JOBS jobs."""
     if not steps:
-        return ["estimate: none (no build of this checkout recorded its steps yet)"]
+        return "estimate: none (no build of this checkout recorded its steps yet)", None
     wanted = list(steps) if outputs is None else sorted(outputs)
     typical = statistics.median(steps.values())
     timed = [steps[o] for o in wanted if o in steps]
     work = sum(timed) + typical * (len(wanted) - len(timed))
     wall = max(work / parallel, max(timed, default=typical))
-    return [f"estimate: {len(wanted)} step(s), {work:.1f}s of compile and link work, about {wall:.1f}s at "
+    return (f"estimate: {len(wanted)} step(s), {work:.1f}s of compile and link work, about {wall:.1f}s at "
             f"MAX_JOBS={parallel} if the compiler cache has none of them ({len(timed)} timed in {source}, the rest "
-            f"at its median {typical:.2f}s; the build driver's own time comes on top)"]
+            f"at its median {typical:.2f}s; the build driver's own time comes on top)"), wall
+
+
+def could_take(plan: Plan, over_minutes: float) -> bool:
+    """Whether rebuilding all of the tree in build/ could take the threshold (its recorded steps over MAX_JOBS):
+    below, no build of it needs asking, and ninja is not asked twice."""
+    build = plan.checkout / "build"
+    return sum(steps_of(build).values()) / jobs(plan) >= over_minutes * 60 if build.is_dir() else False
+
+
+def confirmed(lines: list[str], wall: float | None, over_minutes: float, ask: bool) -> bool:
+    """Whether to build: yes below the threshold, without an estimate, or when not asking (--yes, not a
+    terminal); else the explanation and a y/N question on the terminal."""
+    if not ask or wall is None or wall < over_minutes * 60:
+        return True
+    con = _console.get()
+    for line in lines:
+        con.info(line)
+    try:
+        answer = input(f"this build is estimated at {wall / 60:.1f} min (build.confirm_over {over_minutes:g}); "
+                       "build? [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")

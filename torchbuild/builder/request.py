@@ -26,6 +26,7 @@ class BuildRequest:
     force: bool = False
     dry_run: bool = False
     explain: bool = False  # say what the build would run, why, and its cost; build nothing (explain.py)
+    yes: bool = False  # a build estimated over build.confirm_over does not ask on the terminal
     verbose: bool = False
     dist: Path | None = None
     rerun: bool = False
@@ -36,7 +37,7 @@ class BuildRequest:
     def resolve(cls, cfg: Config, *, debug: bool = False, rel_with_deb_info: bool = False, sets: Sequence[str] = (),
                 env_name: str | None = None, wheel: bool = False, clean: bool = False, force: bool = False,
                 dry_run: bool = False, verbose: bool = False, dist: str | Path | None = None,
-                rerun: bool = False, part: str = "all", explain: bool = False) -> BuildRequest:
+                rerun: bool = False, part: str = "all", explain: bool = False, yes: bool = False) -> BuildRequest:
         """The request for `cfg` (which already holds the flags for cuda, python, jobs, arch, path)."""
         if debug and rel_with_deb_info:
             raise TorchbuildError("--debug and --rel-with-deb-info exclude each other", "pass one of them")
@@ -53,7 +54,7 @@ class BuildRequest:
         explicit = origin is not None and origin.kind in (OriginKind.FLAG, OriginKind.ENV)
         return cls(cuda=cfg.build.cuda, python=cfg.build.python if explicit else None, env_name=env_name,
                    build_type=build_type, jobs=cfg.build.jobs, arch=cfg.build.arch, wheel=wheel, clean=clean,
-                   sets=tuple(parse_sets(sets)), force=force, dry_run=dry_run or explain, explain=explain,
+                   sets=tuple(parse_sets(sets)), force=force, dry_run=dry_run or explain, explain=explain, yes=yes,
                    verbose=verbose,
                    dist=Path(dist).resolve() if dist else None, rerun=rerun, part=part,
                    shortcut=cfg.build.shortcut)

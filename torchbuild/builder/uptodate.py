@@ -101,6 +101,16 @@ def worktree_state(checkout: Path, changes: bool) -> list[object]:
 
 def pending(build: Path, plan: Plan, base_env: Mapping[str, str]) -> list[str] | None:
     """`ninja -n -d explain`'s lines in the tree: why each output would be rebuilt (None: no ninja tree)."""
+    asked = dry_run(build, plan, base_env)
+    return None if asked is None else asked[0]
+
+
+STEP = re.compile(r"(?m)^\[\d+/\d+\] (.+)$")
+
+
+def dry_run(build: Path, plan: Plan, base_env: Mapping[str, str]) -> tuple[list[str], list[str]] | None:
+    """One `ninja -n -d explain` in the tree: why each output would be rebuilt, and the steps it would run
+    (their descriptions); None without a ninja tree."""
     if not (build / "build.ninja").exists():
         return None
     ninja = tree_ninja(build) or shutil.which("ninja", path=str(plan.changes.get("PATH") or base_env.get("PATH", "")))
@@ -110,12 +120,14 @@ def pending(build: Path, plan: Plan, base_env: Mapping[str, str]) -> list[str] |
     if res.returncode != 0:
         return None
     if "no work to do" in res.stdout:
-        return []
+        return [], []
     out = res.stdout + "\n" + res.stderr
     lines = [line.strip() for line in out.splitlines() if line.startswith("ninja explain:")]
+    steps = [m.group(1).strip() for m in STEP.finditer(res.stdout)]
     if any(GLOB_CHECK.search(line) for line in lines) and globs_unchanged(build):
         lines = [line for line in lines if not GLOB_CHECK.search(line)]
-    return lines
+        steps = [s for s in steps if not s.startswith(("Re-checking globbed", "Re-running CMake"))]
+    return lines, steps
 
 
 GLOB_CHECK = re.compile(r"CMakeFiles/(?:VerifyGlobs\.cmake_force|cmake\.verify_globs)\b")

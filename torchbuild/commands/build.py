@@ -16,7 +16,8 @@ from ..errors import TorchbuildError
 def build(cfg: Config, debug: bool = False, rel_with_deb_info: bool = False, wheel: bool = False,
           clean: bool = False, sets: Sequence[str] = (), env_name: str | None = None, force: bool = False,
           dry_run: bool = False, verbose: bool = False, dist: str | None = None, rerun: bool = False,
-          show_record: bool = False, part: str = "all", show_profile: bool = False, explain: bool = False) -> int:
+          show_record: bool = False, part: str = "all", show_profile: bool = False, explain: bool = False,
+          yes: bool = False) -> int:
     """Build the checkout for the selected Python and CUDA; incremental, one tree per configuration."""
     if show_record:
         return print_record(cfg)
@@ -27,7 +28,7 @@ def build(cfg: Config, debug: bool = False, rel_with_deb_info: bool = False, whe
         debug, rel_with_deb_info = shell_build_type(os.environ)
     request = b.BuildRequest.resolve(cfg, debug=debug, rel_with_deb_info=rel_with_deb_info, sets=sets,
                                      env_name=env_name, wheel=wheel, clean=clean, force=force, dry_run=dry_run,
-                                     verbose=verbose, dist=dist, rerun=rerun, part=part, explain=explain)
+                                     verbose=verbose, dist=dist, rerun=rerun, part=part, explain=explain, yes=yes)
     b.report(b.build(cfg, request, os.environ))
     return 0
 
