@@ -1,7 +1,9 @@
 """`inv build --explain`: what the next build of a configuration would run, why, and about how long, before it
 spends anything. The answer is ninja's own (`ninja -n -d explain` in the configuration's tree: each output it
 would rebuild and the newest input that makes it), grouped by that input; the estimate comes from the
-tree's .ninja_log (how long each of those steps took when it last ran). Nothing is built, configured or moved.
+tree's own record of each step (the longest seen: a compile, not a compiler-cache hit; else .ninja_log's last
+time). Nothing is built, configured or moved. On a terminal, a build estimated over build.confirm_over asks
+first (`confirmed`).
 """
 
 from __future__ import annotations
