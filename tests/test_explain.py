@@ -80,3 +80,17 @@ def test_a_long_build_asks_first_on_a_terminal_and_never_elsewhere(small_demo): 
     (co / "c10/include/c10/core.h").write_text((co / "c10/include/c10/core.h").read_text() + "// again\n")
     piped = build(co, "--cuda", "none", env=asks)  # no terminal: no question
     assert "[y/N]" not in piped.output and "built in" in piped.stderr
+
+
+def test_the_profile_says_why_the_compiler_cache_missed(small_demo):  # noqa: F811
+    co = small_demo
+    build(co, "--cuda", "none")
+    flag = "CXXFLAGS=-fno-omit-frame-pointer"  # a code-generation flag: an unused -D would hit the cache
+    flagged = build(co, "--cuda", "none", "--set", flag)
+    assert "why the compiler cache missed:" in flagged.stderr and "flag or define changed: " \
+        "+-fno-omit-frame-pointer" in flagged.stderr, flagged.stderr
+    header = co / "c10/include/c10/core.h"  # code, not a comment (that preprocesses away: a hit)
+    header.write_text(header.read_text() + "namespace c10 { inline long why_missed() { return 2; } }\n")
+    build(co, "--cuda", "none", "--set", flag)
+    shown = build(co, "--profile").stdout
+    assert "miss(es): the same command: the source or a header it includes changed" in shown, shown

@@ -1,8 +1,13 @@
-"""The compiler cache's counts of one build: ccache's stats log, sccache's statistics."""
+"""The compiler cache's counts of one build (ccache's stats log, sccache's statistics), and why it missed."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
+import shlex
+from collections import Counter
+from pathlib import Path
 
 
 def parse_stats_log(text: str) -> tuple[int, int, int]:
@@ -24,3 +29,58 @@ def parse_sccache_stats(text: str) -> tuple[int, int]:
     hits = re.search(r"(?m)^Cache hits\s+(\d+)\s*$", text)
     misses = re.search(r"(?m)^Cache misses\s+(\d+)\s*$", text)
     return int(hits.group(1)) if hits else 0, int(misses.group(1)) if misses else 0
+
+
+COMMANDS = ".torchbuild-compile-commands.json"  # in the tree: each source's compile command at its last build
+
+
+def missed(stats_log: str) -> list[str]:
+    """The sources whose compile missed the cache, from ccache's stats log (`# source` then its counters)."""
+    found, source = [], None
+    for line in stats_log.splitlines():
+        if line.startswith("# "):
+            source = line[2:].strip()
+        elif line.strip() == "cache_miss" and source:
+            found.append(source)
+    return found
+
+
+def compile_commands(build: Path) -> dict[str, str]:
+    """Each source's compile command in the tree (compile_commands.json), by resolved path."""
+    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+        entries = json.loads((build / "compile_commands.json").read_text())
+        return {str((Path(e["directory"]) / e["file"]).resolve()): str(e["command"]) for e in entries}
+    return {}
+
+
+def miss_reasons(build: Path, stats_log: str) -> list[str]:
+    """Why the build's compiles missed the cache, a line a reason with how many: the unit's compile command
+    against the one kept from the tree's last build (another compiler, a flag or define added or dropped),
+    else its source or a header it includes changed. Keeps this build's commands for the next."""
+    before: dict[str, str] = {}
+    with contextlib.suppress(OSError, ValueError):
+        before = json.loads((build / COMMANDS).read_text())
+    now = compile_commands(build)
+    reasons: Counter[str] = Counter()
+    for source in missed(stats_log):
+        path = str((build / source).resolve())
+        old, new = before.get(path), now.get(path)
+        if old is None or new is None:
+            reasons["not compiled in this tree before"] += 1
+        elif old == new:
+            reasons["the same command: the source or a header it includes changed"] += 1
+        else:
+            was, now_ = words(old), words(new)
+            if was[:1] != now_[:1]:
+                reasons[f"another compiler: {was[0] if was else '?'} -> {now_[0] if now_ else '?'}"] += 1
+            else:
+                flags = [f"+{w}" for w in now_ if w not in was][:3] + [f"-{w}" for w in was if w not in now_][:3]
+                reasons[f"a flag or define changed: {' '.join(flags) or 'their order'}"] += 1
+    with contextlib.suppress(OSError):
+        (build / COMMANDS).write_text(json.dumps(now))
+    return [f"{count} miss(es): {reason}" for reason, count in reasons.most_common()]
+
+
+def words(command: str) -> list[str]:
+    """A compile command's words without the cache launcher in front."""
+    return [w for w in shlex.split(command) if not w.endswith(("ccache", "sccache"))]

@@ -25,7 +25,7 @@ from ..progress import Tracker
 from ..run import format_command, merged_env, run
 from ..toolchain import linkers
 from . import outputs, profile, record, shortcut
-from .cachestats import parse_sccache_stats, parse_stats_log
+from .cachestats import miss_reasons, parse_sccache_stats, parse_stats_log
 from .explain import remember
 from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
 from .plan import Plan, affects_configure, package_name
@@ -237,6 +237,8 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                                "setup.py" if "setup.py" in plan.command[1:3] else "pip and the backend")
         result.profile = profile.write(plan.log, steps, spans, profile.summarise(
             steps, spans, result.hits, result.misses, watch.peak.per_compiler), f"{plan.key} {plan.log.stem}")
+        result.profile["why the cache missed"] = miss_reasons(
+            build, plan.stats_log.read_text() if plan.stats_log.exists() else "")
         record.write(probed, plan, time.monotonic() - start, "ok", 0, remedies, result.profile,
                      with_jobs(quick[0], plan.changes) if quick else None)
         if plan.linker_trial:

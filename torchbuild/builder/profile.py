@@ -227,6 +227,9 @@ def table(profile: dict[str, object]) -> list[str]:
         extra.append(f"peak memory per job {profile['peak memory per job MiB']} MiB")
     if extra:
         lines.append("  " + "; ".join(extra))
+    why = profile.get("why the cache missed")
+    if isinstance(why, list) and why:
+        lines.append("  why the compiler cache missed: " + "; ".join(str(w) for w in why[:4]))
     if profile.get("html"):
         lines.append(f"  timeline: {profile['html']} (trace: {profile['trace']})")
     return lines
