@@ -71,9 +71,8 @@ def _exit(code: int) -> None:
 
 
 def _stdout_closed() -> None:
-    """Stop quietly when whoever read stdout closed it: no traceback, nothing more written there (Python's
-    own advice: point stdout at /dev/null so the interpreter's last flush cannot fail again)."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    """Stop quietly when whoever read stdout closed it: no traceback, exit 0."""
+    console.stdout_closed()
     from invoke.exceptions import Exit
 
     raise Exit(code=0)

@@ -159,6 +159,12 @@ class Console:
         self.ok(f"{message} ({time.monotonic() - start:.2f}s)")
 
 
+def stdout_closed() -> None:
+    """Whoever read stdout closed it (`torchbuild config | head`): point it at /dev/null, so that nothing more
+    written there, the interpreter's last flush included, fails again (Python's own advice)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def _isatty(stream: IO[str]) -> bool:
     try:
         return stream.isatty()

@@ -1,12 +1,12 @@
 """The installed `torchbuild` command: Invoke's Program over the same tasks as `inv` in this repo
 (torchbuild/tasks.py), with the project found from the current folder (config.locate)."""
 
-import os
 import sys
 
 from invoke.program import Program
 
 from . import __version__
+from .console import stdout_closed
 from .tasks import namespace
 
 
@@ -17,7 +17,7 @@ class TorchbuildProgram(Program):
         try:
             return super().run(argv, exit)
         except BrokenPipeError:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            stdout_closed()
             sys.exit(0)
 
 

@@ -52,7 +52,7 @@ def build(cfg: Config, request: BuildRequest, base_env: Mapping[str, str]) -> Ou
         return Outcome(plan, None)
     if not request.dry_run and asking(request) and could_take(plan, cfg.build.confirm_over):
         lines, wall = explain(plan, base_env)
-        if not confirmed(lines, wall, cfg.build.confirm_over, True):
+        if not confirmed(lines, wall, cfg.build.confirm_over):
             raise TorchbuildError(f"not building {plan.key}: not confirmed", "run it again and answer y, pass "
                                   "--yes, or raise build.confirm_over")
     if request.dry_run:

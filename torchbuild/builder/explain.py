@@ -21,7 +21,7 @@ from .plan import Plan
 from .profile import Step
 from .shortcut import NEWEST_INPUT
 from .trees import configure_changes, read_marker, trees_dir
-from .uptodate import ALWAYS_RUN, dry_run, inputs_stamp
+from .uptodate import ALWAYS_RUN, inputs_stamp, ninja_dry_run
 
 MISSING = re.compile(r"ninja explain: output (.+) doesn't exist$")
 FED = "what the steps above feed"
@@ -51,7 +51,7 @@ def explain(plan: Plan, base_env: Mapping[str, str]) -> tuple[list[str], float |
     if marker.get("done") != inputs_stamp(plan):
         lines.append("the inputs changed since the last complete build (commit, the build's own files or "
                      "variables): it goes the whole way through the build driver")
-    asked = dry_run(build, plan, base_env)
+    asked = ninja_dry_run(build, plan, base_env)
     if asked is None:
         return lines + ["no ninja tree to ask: the build goes the whole way"], None
     explained = [line for line in asked[0] if not ALWAYS_RUN.fullmatch(line)]
@@ -164,10 +164,10 @@ def could_take(plan: Plan, over_minutes: float) -> bool:
     return sum(steps_of(build).values()) / jobs(plan) >= over_minutes * 60 if build.is_dir() else False
 
 
-def confirmed(lines: list[str], wall: float | None, over_minutes: float, ask: bool) -> bool:
-    """Whether to build: yes below the threshold, without an estimate, or when not asking (--yes, not a
-    terminal); else the explanation and a y/N question on the terminal."""
-    if not ask or wall is None or wall < over_minutes * 60:
+def confirmed(lines: list[str], wall: float | None, over_minutes: float) -> bool:
+    """Whether to build: yes below the threshold or without an estimate; else the explanation and a y/N
+    question on the terminal (the caller asks only there, and not with --yes)."""
+    if wall is None or wall < over_minutes * 60:
         return True
     con = _console.get()
     for line in lines:

@@ -101,14 +101,14 @@ def worktree_state(checkout: Path, changes: bool) -> list[object]:
 
 def pending(build: Path, plan: Plan, base_env: Mapping[str, str]) -> list[str] | None:
     """`ninja -n -d explain`'s lines in the tree: why each output would be rebuilt (None: no ninja tree)."""
-    asked = dry_run(build, plan, base_env)
+    asked = ninja_dry_run(build, plan, base_env)
     return None if asked is None else asked[0]
 
 
 STEP = re.compile(r"(?m)^\[\d+/\d+\] (.+)$")
 
 
-def dry_run(build: Path, plan: Plan, base_env: Mapping[str, str]) -> tuple[list[str], list[str]] | None:
+def ninja_dry_run(build: Path, plan: Plan, base_env: Mapping[str, str]) -> tuple[list[str], list[str]] | None:
     """One `ninja -n -d explain` in the tree: why each output would be rebuilt, and the steps it would run
     (their descriptions); None without a ninja tree."""
     if not (build / "build.ninja").exists():
