@@ -19,6 +19,10 @@ from torchbuild.demo import Upstream, make_upstream
 
 REPO = Path(__file__).resolve().parent.parent
 REAL_HOME = Path.home()
+# MKL is 1.3 GB in every managed env of a PyTorch-shaped checkout, and the demo links none: the suite's
+# envs go without it (build.mkl), or a run needs tens of GB of disk. test_envs asserts what it adds.
+NO_MKL = {"TORCHBUILD_BUILD_MKL": "0"}
+os.environ.update(NO_MKL)  # for module- and session-scoped fixtures, which run before isolated_env
 
 
 @pytest.fixture(autouse=True)
@@ -32,8 +36,9 @@ def fresh_discovery():
 
 
 @pytest.fixture(autouse=True)
-def isolated_env(tmp_path_factory, monkeypatch):
-    """A fake HOME, no system git config, a tmp cache dir, no TORCHBUILD_* from the caller."""
+def isolated_env(tmp_path_factory, monkeypatch, request):
+    """A fake HOME, no system git config, a tmp cache dir, no TORCHBUILD_* from the caller; the HOME goes
+    when the test passes, as its tmp_path does (tmp_path_retention_policy): a run's disk is a few tests'."""
     home = tmp_path_factory.mktemp("home")
     for key in list(os.environ):
         if key.startswith(("TORCHBUILD_", "GIT_")) or key in ("NO_COLOR", "XDG_CONFIG_HOME"):
@@ -49,9 +54,22 @@ def isolated_env(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("GIT_COMMITTER_NAME", "Test")
     monkeypatch.setenv("GIT_COMMITTER_EMAIL", "test@example.invalid")
     monkeypatch.setenv("TORCHBUILD_GIT_RETRY_DELAY", "0")
+    for key, value in NO_MKL.items():
+        monkeypatch.setenv(key, value)
     (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n[advice]\n\tdetachedHead = false\n")
     monkeypatch.setattr(console, "console", console.Console(color=False))
-    return home
+    yield home
+    if getattr(request.node, "passed", False):
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Record on the test whether its call passed (isolated_env keeps a failed test's HOME to look at)."""
+    report = yield
+    if report.when == "call":
+        item.passed = report.passed
+    return report
 
 
 @pytest.fixture

@@ -71,6 +71,7 @@ def test_requirements_take_the_checkout_and_pin_old_pythons(tmp_path):
     (tmp_path / "torch").mkdir()
     assert "mkl-static" in requirements(tmp_path, "3.12.1", machine="x86_64")
     assert "mkl-static" not in requirements(tmp_path, "3.12.1", machine="aarch64")
+    assert "mkl-static" not in requirements(tmp_path, "3.12.1", machine="x86_64", mkl=False)
     assert PINS["3.6"]["pip"] == "pip<22"
 
 
@@ -176,7 +177,7 @@ def test_conda_backend_commands(project):
     (project / "tb.yaml").write_text("mirrors:\n  conda_channels: [https://mirror.example/conda-forge, "
                                      "https://mirror.example/nvidia]\n  conda_channel_priority: strict\n"
                                      "build:\n  cuda: '13.0'\n")
-    env = {"TORCHBUILD_CONFIG": str(project / "tb.yaml"), "CONDA_EXE": str(conda),
+    env = {"TORCHBUILD_CONFIG": str(project / "tb.yaml"), "CONDA_EXE": str(conda), "TORCHBUILD_BUILD_MKL": "1",
            "PATH": f"{stub_dir}:{os.environ['PATH']}"}
     py = f"{sys.version_info[0]}.{sys.version_info[1]}"
     inv("env.create", "--python", py, "--backend", "conda", env=env, check=True)

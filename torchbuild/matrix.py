@@ -346,7 +346,7 @@ def installs(cfg: Config, python_version: str, venv: Path) -> tuple[list[list[st
     from . import envs
 
     checkout = cfg.source_path if cfg.source_path.exists() else None
-    pin, reqs = envs.pip_bootstrap(python_version), envs.requirements(checkout, python_version)
+    pin, reqs = envs.pip_bootstrap(python_version), envs.requirements(checkout, python_version, mkl=cfg.build.mkl)
     stamp = digest([pin, reqs, cfg.mirrors.pip_options()])  # a hash: no mirror url is kept
     if (venv / INSTALL_STAMP).exists() and (venv / INSTALL_STAMP).read_text() == stamp:
         return [], stamp

@@ -118,6 +118,9 @@ class BuildConfig:
     linker: str = _spec("auto", "choice", "linker: auto (mold, else lld, where the compiler accepts it; else the "
                                           "toolchain's default), bfd, gold, lld or mold",
                         choices=("auto", "bfd", "gold", "lld", "mold"))
+    mkl: bool = _spec(True, "bool", "install MKL (pip's mkl-static and mkl-include on Linux x86_64, conda's mkl) into "
+                                    "managed envs for a PyTorch checkout: about 1.3 GB an env; off: PyTorch finds "
+                                    "no MKL and builds with another BLAS")
     shortcut: bool = _spec(True, "bool", "when only files ninja builds from changed since the last build, run "
                                          "setup.py's own `cmake --build . --target install` in build/, without pip")
 

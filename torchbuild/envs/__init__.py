@@ -168,8 +168,8 @@ def create(cfg: Config, python: Python, name: str | None = None, backend: str = 
     name = check_name(name or default_name(python.version, backend))
     prefix = envs_dir(cfg) / name
     if packages is None:
-        reqs = requirements(checkout, python.version)
-        conda_pkgs = conda_packages(checkout, cuda) if backend in ("conda", "mamba", "micromamba") else []
+        reqs = requirements(checkout, python.version, mkl=cfg.build.mkl)
+        conda_pkgs = conda_packages(backend, cuda, cfg.build.mkl)
         stamp = expected_stamp(cfg, backend, python.version, checkout, cuda)
     else:
         reqs, conda_pkgs = list(packages), []

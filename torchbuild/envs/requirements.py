@@ -56,14 +56,14 @@ def _requirement_lines(path: Path) -> list[str]:
     return [ln for ln in lines if ln and not ln.startswith("-")]
 
 
-def requirements(checkout: Path | None, version: str, machine: str | None = None) -> list[str]:
-    """The build deps for this checkout on this Python, with per-Python pins applied."""
+def requirements(checkout: Path | None, version: str, machine: str | None = None, mkl: bool = True) -> list[str]:
+    """The build deps for this checkout on this Python, with per-Python pins applied (`mkl`: build.mkl)."""
     minor = ".".join(version.split(".")[:2])
     reqs = checkout_requirements(checkout) or list(KNOWN)
     names = {_name(r) for r in reqs}
     if minor == "3.6" and "dataclasses" not in names:
         reqs.append("dataclasses")
-    if checkout is not None and (checkout / "torch").is_dir() and (machine or platform.machine()) == "x86_64":
+    if mkl and checkout is not None and (checkout / "torch").is_dir() and (machine or platform.machine()) == "x86_64":
         reqs += [r for r in ("mkl-static", "mkl-include") if _name(r) not in names]
     pins = PINS.get(minor, {})
     version_txt = compat.checkout_version(checkout) if checkout is not None else None
@@ -107,13 +107,16 @@ def stamp_of(backend: str, version: str, reqs: Sequence[str], cfg: Config, extra
 
 def expected_stamp(cfg: Config, backend: str, version: str, checkout: Path | None, cuda: str | None) -> str:
     """The stamp an env of this backend and Python must carry to be up to date for this checkout."""
-    conda = conda_packages(checkout, cuda) if backend in ("conda", "mamba", "micromamba") else []
-    return stamp_of(backend, version, requirements(checkout, version), cfg, conda)
+    conda = conda_packages(backend, cuda, cfg.build.mkl)
+    return stamp_of(backend, version, requirements(checkout, version, mkl=cfg.build.mkl), cfg, conda)
 
 
-def conda_packages(checkout: Path | None, cuda: str | None) -> list[str]:
-    """What conda provides better than pip: MKL, and magma for the CUDA in use."""
-    pkgs = ["mkl", "mkl-include"]
+def conda_packages(backend: str, cuda: str | None, mkl: bool = True) -> list[str]:
+    """What a conda-like backend provides better than pip: MKL (unless build.mkl is off), and magma for the
+    CUDA in use; nothing for the others."""
+    if backend not in ("conda", "mamba", "micromamba"):
+        return []
+    pkgs = ["mkl", "mkl-include"] if mkl else []
     if cuda and cuda not in ("none", "cpu", "auto"):
         pkgs.append(f"magma-cuda{cuda.replace('.', '')}")
     return pkgs
