@@ -350,7 +350,7 @@ def installs(cfg: Config, python_version: str, venv: Path) -> tuple[list[list[st
     stamp = digest([pin, reqs, cfg.mirrors.pip_options()])  # a hash: no mirror url is kept
     if (venv / INSTALL_STAMP).exists() and (venv / INSTALL_STAMP).read_text() == stamp:
         return [], stamp
-    return [*([["--upgrade", pin]] if pin else []), reqs], stamp
+    return [*([["--upgrade", pin]] if pin else []), *([["--upgrade", *reqs]] if reqs else [])], stamp  # the newest
 
 
 def mark_installed(venv: Path, stamp: str) -> None:

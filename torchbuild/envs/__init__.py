@@ -232,6 +232,9 @@ def private(path: Path, text: str) -> None:
 
 def _make(backend: str, exe: str, python: Python, prefix: Path, cfg: Config, reqs: list[str],
           conda_pkgs: list[str]) -> Path:
+    """A new env with the build requirements at their newest matching versions, as pip's isolated build env has
+    them (`--upgrade`: a `setuptools>=64` is not left at the 65.5 a Python 3.11 venv seeds, which builds no
+    editable wheel without `wheel`)."""
     py = prefix / "bin" / "python"
     if backend == "venv":
         if not python.venv:
@@ -243,12 +246,14 @@ def _make(backend: str, exe: str, python: Python, prefix: Path, cfg: Config, req
         pip = [str(py), "-m", "pip", "--disable-pip-version-check"]
         if pin:
             run([*pip, "install", "-q", "--upgrade", pin], env={"PIP_CONFIG_FILE": str(prefix / "pip.conf")})
-        _install(pip + ["install", "-q"], reqs, python.version, {"PIP_CONFIG_FILE": str(prefix / "pip.conf")})
+        _install(pip + ["install", "-q", "--upgrade"], reqs, python.version,
+                 {"PIP_CONFIG_FILE": str(prefix / "pip.conf")})
     elif backend == "uv":
         run([exe, "venv", "--quiet", "--seed", "--python", str(python.path), str(prefix)])
         private(prefix / "pip.conf", pip_conf(cfg))
         flags = cfg.mirrors.pip_options(trusted_hosts=False)
-        _install([exe, "pip", "install", "--quiet", "--python", str(py), *flags], reqs, python.version, {})
+        _install([exe, "pip", "install", "--quiet", "--upgrade", "--python", str(py), *flags], reqs, python.version,
+                 {})
     else:
         prefix.mkdir(parents=True)
         private(prefix / ".condarc", condarc(cfg))
@@ -256,7 +261,7 @@ def _make(backend: str, exe: str, python: Python, prefix: Path, cfg: Config, req
         run([exe, "create", "--yes", "--prefix", str(prefix), "--override-channels", *channels,
              f"python={python.minor}", *conda_pkgs], env={"CONDARC": str(prefix / ".condarc")})
         (prefix / "pip.conf").write_text(pip_conf(cfg))
-        _install([str(py), "-m", "pip", "install", "-q"], reqs, python.version,
+        _install([str(py), "-m", "pip", "install", "-q", "--upgrade"], reqs, python.version,
                  {"PIP_CONFIG_FILE": str(prefix / "pip.conf")})
     return py
 
