@@ -100,3 +100,41 @@ def test_in_a_checkout_without_config_the_series_lives_in_its_torchbuild_folder(
     assert module.read_text().endswith("// patched by the series\n")
     status = subprocess.run(["git", "status", "--porcelain"], cwd=co, capture_output=True, text=True).stdout
     assert status == ""  # the series' folder is ignored by git: the checkout stays clean
+
+
+def test_a_tree_outside_build_gets_what_build_gets(tmp_path, monkeypatch):
+    """onnx's shape (.setuptools-cmake-build/): the no-op, a reconfigure when an option changes and when it is no
+    longer given (CMake's cache would keep it), one tree per configuration restored on the way back, and clean."""
+    from .onnxlike import make_onnx_shaped_project
+
+    for key, value in {"TORCHBUILD_PATHS_ENVS": tmp_path / "envs", "TORCHBUILD_PATHS_LOGS": tmp_path / "logs",
+                       "TORCHBUILD_PATHS_CACHE_DIR": tmp_path / "cache", "TORCHBUILD_BUILD_MIN_FREE_GB": "1"}.items():
+        monkeypatch.setenv(key, str(value))
+    co = make_onnx_shaped_project(tmp_path / "co")
+    tree = co / ".setuptools-cmake-build"
+
+    def build(*args: str, **env: str) -> tuple[str, str]:
+        done = inv("build", "--path", str(co), "--cuda", "none", *args, env=env, check=True, timeout=300)
+        python = tmp_path / "envs/py{}.{}/bin/python".format(*sys.version_info[:2])
+        said = subprocess.run([python, "-c", "import greet; print(greet.greet())"], cwd=tmp_path, text=True,
+                              capture_output=True, check=True).stdout.strip()
+        return done.stderr, said
+
+    first, said = build()
+    assert said == "hello release 1" and (tree / "CMakeCache.txt").is_file()
+    noop, said = build()
+    assert "up to date: ninja has no work" in noop and said == "hello release 1"
+    (co / "src/core.cpp").write_text("long core_count() { return 2; }\n")
+    edited, said = build()
+    assert "up to date" not in edited and said == "hello release 2"
+    option, said = build(CMAKE_ARGS="-DGREETING=bonjour")
+    assert "configuration changed, reconfiguring: CMAKE_ARGS" in option and said == "bonjour release 2"
+    dropped, said = build()  # CMake's cache alone would keep bonjour: the tree starts over
+    assert "CMAKE_ARGS: -DGREETING=bonjour -> (unset)" in dropped and said == "hello release 2"
+    debug, said = build("--debug")
+    assert said == "hello debug 2" and "Debug" in (tree / "CMakeCache.txt").read_text()
+    back, said = build()
+    assert "restored the" in back and "up to date: ninja has no work" in back and said == "hello release 2"
+    assert "CMAKE_BUILD_TYPE:STRING=Release" in (tree / "CMakeCache.txt").read_text()
+    inv("clean", "--path", str(co), "--all", check=True)
+    assert not tree.exists() and (co / "src/core.cpp").is_file()

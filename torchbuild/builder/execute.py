@@ -24,7 +24,7 @@ from ..errors import CommandError, TorchbuildError
 from ..progress import Tracker
 from ..run import format_command, merged_env, run
 from ..toolchain import linkers
-from . import outputs, profile, record, shortcut
+from . import cmaketrees, outputs, profile, record, shortcut
 from .cachestats import miss_reasons, parse_sccache_stats, parse_stats_log
 from .explain import remember
 from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
@@ -43,7 +43,6 @@ from .trees import (
     write_marker,
 )
 from .uptodate import (
-    configured_for,
     env_files,
     env_install_dir,
     inputs_stamp,
@@ -106,24 +105,21 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         marker = read_marker(build) if build.exists() else None
         remedies: dict[str, str] = dict(marker.get("remedies") or {}) if marker else {}  # type: ignore[call-overload]
         plan = with_remedies(plan, remedies)
+        files = recorded_outputs(marker)
+        trees = cmaketrees.found(checkout, build, files)
         changed = configure_changes(marker.get("configure") if marker else None, plan.configure)  # type: ignore[arg-type]
-        elsewhere = configured_for(build)
-        if elsewhere and elsewhere != checkout.resolve():  # a copied or moved checkout: its tree builds the other
-            changed.append(f"the tree was configured for {elsewhere}")
-            shutil.rmtree(build / "CMakeFiles", ignore_errors=True)
+        changed += cmaketrees.moved(trees, checkout)
         fresh = merged_env(base_env, plan.changes).get("CMAKE_FRESH", "").lower() in TRUE  # from any source
-        if (changed or fresh) and (build / "CMakeCache.txt").exists():
+        if (changed or fresh) and cmaketrees.forget(trees):
             con.info("CMAKE_FRESH=1: a fresh CMake configure" if fresh and not changed else
                      "configuration changed, reconfiguring: " + "; ".join(changed[:4])
                      + (f" (+{len(changed) - 4} more)" if len(changed) > 4 else ""))
-            (build / "CMakeCache.txt").unlink()
         stamp = inputs_stamp(plan)
         kept = kept_wheel(marker) if plan.wheel else None
-        files = recorded_outputs(marker)
         same = not (opts.clean or opts.rerun or changed or fresh) and marker is not None \
             and marker.get("done") == stamp and outputs.in_place(checkout, files) \
             and (kept is not None if plan.wheel else installed(plan, marker))
-        explained = pending(build, plan, base_env) if same else None
+        explained = pending(trees, plan, base_env) if same else None
         tree = worktree(checkout) if not plan.wheel and (checkout / ".git").exists() else None
         edited = off_graph(marker, tree, plan.package, files) if same and marker and tree is not None else None
         if same and edited is None and nothing_to_do(explained):

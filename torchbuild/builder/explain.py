@@ -19,9 +19,8 @@ from typing import Mapping
 from .. import console as _console
 from .plan import Plan
 from .profile import Step
-from .shortcut import NEWEST_INPUT
 from .trees import configure_changes, read_marker, trees_dir
-from .uptodate import ALWAYS_RUN, inputs_stamp, ninja_dry_run
+from .uptodate import ALWAYS_RUN, NEWEST_INPUT, inputs_stamp, ninja_dry_run
 
 MISSING = re.compile(r"ninja explain: output (.+) doesn't exist$")
 FED = "what the steps above feed"

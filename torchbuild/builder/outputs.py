@@ -17,7 +17,7 @@ import contextlib
 import os
 import shutil
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from ..run import run
 from .slots import source_files
@@ -105,6 +105,7 @@ def stash(checkout: Path, tree: Path, recorded: Mapping[str, object]) -> int:
         os.replace(src, dest)
         moved += 1
         prune(src.parent, checkout)
+    sweep(checkout, recorded)
     return moved
 
 
@@ -142,6 +143,16 @@ def remove(checkout: Path, recorded: Mapping[str, object]) -> None:
             if [st.st_size, st.st_mtime_ns] == stat:
                 path.unlink()
                 prune(path.parent, checkout)
+    sweep(checkout, recorded)
+
+
+def sweep(checkout: Path, names: Iterable[str]) -> None:
+    """Remove the top-level folders of these files that hold no file any more, only empty folders (a CMake tree
+    outside build/ keeps a few, CMakeFiles/CMakeScratch, that no file kept alive)."""
+    for top in sorted({name.split("/", 1)[0] for name in names if "/" in name}):
+        folder = checkout / top
+        if folder.is_dir() and not folder.is_symlink() and not any(files for _, _, files in os.walk(folder)):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def prune(folder: Path, checkout: Path) -> None:

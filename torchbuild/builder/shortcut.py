@@ -20,14 +20,12 @@ no absolute DESTINATION).
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 from typing import AbstractSet, Iterable, Mapping
 
-from .uptodate import cache_entry
+from .uptodate import NEWEST_INPUT, cache_entry
 
-NEWEST_INPUT = re.compile(r"ninja explain: output .+ older than most recent input (.+) \(\d+ vs \d+\)$")
 IN_PLACE = (".py", ".pyi")
 
 

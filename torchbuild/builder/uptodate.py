@@ -11,7 +11,7 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from ..digest import digest
 from ..run import run
@@ -99,10 +99,31 @@ def worktree_state(checkout: Path, changes: bool) -> list[object]:
     return state
 
 
-def pending(build: Path, plan: Plan, base_env: Mapping[str, str]) -> list[str] | None:
-    """`ninja -n -d explain`'s lines in the tree: why each output would be rebuilt (None: no ninja tree)."""
-    asked = ninja_dry_run(build, plan, base_env)
-    return None if asked is None else asked[0]
+def pending(trees: Iterable[Path], plan: Plan, base_env: Mapping[str, str]) -> list[str] | None:
+    """`ninja -n -d explain`'s lines in each of the configuration's CMake trees (cmaketrees.py): why each
+    output would be rebuilt, the newest input by its absolute path (None: no tree, or one without ninja)."""
+    trees, lines = list(trees), []
+    if not trees:
+        return None
+    for tree in trees:
+        asked = ninja_dry_run(tree, plan, base_env)
+        if asked is None:
+            return None
+        lines += [absolute_input(line, tree) for line in asked[0]]
+    return lines
+
+
+NEWEST_INPUT = re.compile(r"ninja explain: output .+ older than most recent input (.+) \(\d+ vs \d+\)$")
+
+
+def absolute_input(line: str, tree: Path) -> str:
+    """An explain line whose newest input is a path relative to its tree, with that path made absolute."""
+    found = NEWEST_INPUT.match(line.strip())
+    if not found or os.path.isabs(found.group(1)):
+        return line
+    start, end = found.span(1)
+    line = line.strip()
+    return line[:start] + os.path.normpath(tree / found.group(1)) + line[end:]
 
 
 STEP = re.compile(r"(?m)^\[\d+/\d+\] (.+)$")

@@ -1,0 +1,81 @@
+"""A small setup.py + CMake project of onnx's shape: its setup.py configures and builds at every build in
+`.setuptools-cmake-build/` (onnx's CMAKE_BUILD_DIR, which its .gitignore names), outside build/, with
+CMAKE_ARGS appended and DEBUG choosing the build type, then copies the module where build_ext wants it."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+SETUP = '''import os, shlex, shutil, subprocess, sys
+from pathlib import Path
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+TOP = Path(__file__).resolve().parent
+TREE = TOP / ".setuptools-cmake-build"
+
+
+class CMakeBuild(build_ext):
+    def build_extension(self, ext):
+        TREE.mkdir(exist_ok=True)
+        build_type = "Debug" if os.environ.get("DEBUG", "0") not in ("", "0") else "Release"
+        subprocess.check_call(["cmake", "-GNinja", f"-DCMAKE_BUILD_TYPE={build_type}",
+                               f"-DPython_EXECUTABLE={sys.executable}", *shlex.split(os.environ.get("CMAKE_ARGS", "")),
+                               str(TOP)], cwd=TREE)
+        subprocess.check_call(["cmake", "--build", "."], cwd=TREE)
+        dest = Path(self.get_ext_fullpath(ext.name))
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(next(TREE.glob("_greet*.so")), dest)
+
+
+setup(name="greet", version="0.1", packages=["greet"], ext_modules=[Extension("greet._greet", sources=[])],
+      cmdclass={"build_ext": CMakeBuild})
+'''
+
+CMAKE = """cmake_minimum_required(VERSION 3.18)
+project(greet LANGUAGES CXX)
+set(GREETING "hello" CACHE STRING "what greet() says")
+find_package(Python COMPONENTS Interpreter Development.Module REQUIRED)
+add_library(greetcore STATIC src/core.cpp)
+set_target_properties(greetcore PROPERTIES POSITION_INDEPENDENT_CODE ON)
+Python_add_library(_greet MODULE src/module.cpp WITH_SOABI)
+target_compile_definitions(_greet PRIVATE GREETING="${GREETING}")
+target_link_libraries(_greet PRIVATE greetcore)
+"""
+
+MODULE = """#include <Python.h>
+long core_count();
+#ifdef NDEBUG
+#define BUILT "release"
+#else
+#define BUILT "debug"
+#endif
+static PyObject* greet(PyObject*, PyObject*) {
+  return PyUnicode_FromFormat("%s %s %ld", GREETING, BUILT, core_count());
+}
+static PyMethodDef methods[] = {{"greet", greet, METH_NOARGS, "the greeting, the build type, the core's number"},
+                                {nullptr, nullptr, 0, nullptr}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "greet._greet", nullptr, -1, methods};
+PyMODINIT_FUNC PyInit__greet(void) { return PyModule_Create(&module); }
+"""
+
+
+def make_onnx_shaped_project(root: Path) -> Path:
+    """The project as a git repo at `root` (one commit); returns `root`."""
+    files = {
+        "pyproject.toml": '[build-system]\nrequires = ["setuptools>=64", "ninja"]\n'
+                          'build-backend = "setuptools.build_meta"\n',
+        "setup.py": SETUP,
+        "CMakeLists.txt": CMAKE,
+        "src/module.cpp": MODULE,
+        "src/core.cpp": "long core_count() { return 1; }\n",
+        "greet/__init__.py": "from ._greet import greet\n",
+        ".gitignore": "/.setuptools-cmake-build/\n/build/\n*.so\n*.egg-info/\n__pycache__/\n",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "greet: initial"]):
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+    return root

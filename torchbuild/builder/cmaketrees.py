@@ -1,0 +1,71 @@
+"""A configuration's CMake trees, wherever its build configures them.
+
+PyTorch configures in build/ (scikit-build-core in its build-dir, which torchbuild sets to build/); a
+setuptools project's build_ext configures inside build/ (pybind's cmake_example: build/temp.*/); others
+configure elsewhere in the checkout (onnx: .setuptools-cmake-build/, which its .gitignore names). Each is
+found by its CMakeCache.txt. One outside build/ is made of files the build wrote into the checkout, so it
+travels with its configuration as outputs.py's files do (kept with the tree, restored, removed by clean);
+here every tree is reconfigured from scratch when the configuration changes, and every tree is asked whether
+ninja has work before a build is called up to date.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Iterable
+
+from .uptodate import configured_for
+
+CACHE = "CMakeCache.txt"
+NESTED_DEPTH = 4  # build/temp.linux-x86_64-cpython-312/<ext>/: a tree build_ext made inside build/
+
+
+def found(checkout: Path, build: Path, files: Iterable[str]) -> list[Path]:
+    """The configuration's trees: build/ where it is one (PyTorch's; the trees of its ExternalProjects are
+    part of it), else those inside it, then those elsewhere in the checkout among its recorded files."""
+    trees = [build] if (build / CACHE).is_file() else _inside(build, NESTED_DEPTH)
+    for tree in sorted({(checkout / name).parent for name in files if Path(name).name == CACHE}):
+        if not any(tree.is_relative_to(t) for t in trees):
+            trees.append(tree)
+    return trees
+
+
+def _inside(folder: Path, depth: int) -> list[Path]:
+    """Trees under `folder`, at most `depth` levels down, none inside another (nor in torchbuild's stashes)."""
+    trees: list[Path] = []
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return trees
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False) and not entry.name.startswith(".torchbuild"):
+            path = Path(entry.path)
+            if (path / CACHE).is_file():
+                trees.append(path)
+            elif depth > 1:
+                trees += _inside(path, depth - 1)
+    return trees
+
+
+def moved(trees: Iterable[Path], checkout: Path) -> list[str]:
+    """Trees configured for sources outside this checkout (a copied or moved checkout: they would build the
+    other one): CMake's generated files go, so each configures again here. What was found, for the terminal."""
+    reasons = []
+    for tree in trees:
+        source = configured_for(tree)
+        if source is not None and not source.is_relative_to(checkout.resolve()):
+            name = "" if tree == checkout / "build" else f" {tree.relative_to(checkout).as_posix()}"
+            reasons.append(f"the tree{name} was configured for {source}")
+            shutil.rmtree(tree / "CMakeFiles", ignore_errors=True)
+    return reasons
+
+
+def forget(trees: Iterable[Path]) -> bool:
+    """Remove each tree's CMakeCache.txt, so the next configure starts from the defaults and what is set now
+    (an option no longer given goes back to its default); whether there was one."""
+    caches = [tree / CACHE for tree in trees if (tree / CACHE).is_file()]
+    for cache in caches:
+        cache.unlink()
+    return bool(caches)
