@@ -1,6 +1,7 @@
 """A small setup.py + CMake project of onnx's shape: its setup.py configures and builds at every build in
-`.setuptools-cmake-build/` (onnx's CMAKE_BUILD_DIR, which its .gitignore names), outside build/, with
-CMAKE_ARGS appended and DEBUG choosing the build type, then copies the module where build_ext wants it."""
+`.setuptools-cmake-build/` (onnx's CMAKE_BUILD_DIR, which its .gitignore names), outside build/, naming no
+generator, with CMAKE_ARGS appended and DEBUG choosing the build type, then copies the module where build_ext
+wants it. `builder`: how it builds the tree (onnx: `cmake --build .`; older projects run `make`)."""
 
 from __future__ import annotations
 
@@ -14,16 +15,17 @@ from setuptools.command.build_ext import build_ext
 
 TOP = Path(__file__).resolve().parent
 TREE = TOP / ".setuptools-cmake-build"
+BUILDER = {builder}
 
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
         TREE.mkdir(exist_ok=True)
         build_type = "Debug" if os.environ.get("DEBUG", "0") not in ("", "0") else "Release"
-        subprocess.check_call(["cmake", "-GNinja", f"-DCMAKE_BUILD_TYPE={build_type}",
+        subprocess.check_call(["cmake", f"-DCMAKE_BUILD_TYPE={build_type}",
                                f"-DPython_EXECUTABLE={sys.executable}", *shlex.split(os.environ.get("CMAKE_ARGS", "")),
                                str(TOP)], cwd=TREE)
-        subprocess.check_call(["cmake", "--build", "."], cwd=TREE)
+        subprocess.check_call(BUILDER, cwd=TREE)
         dest = Path(self.get_ext_fullpath(ext.name))
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(next(TREE.glob("_greet*.so")), dest)
@@ -61,12 +63,12 @@ PyMODINIT_FUNC PyInit__greet(void) { return PyModule_Create(&module); }
 """
 
 
-def make_onnx_shaped_project(root: Path) -> Path:
+def make_onnx_shaped_project(root: Path, builder: tuple[str, ...] = ("cmake", "--build", ".")) -> Path:
     """The project as a git repo at `root` (one commit); returns `root`."""
     files = {
         "pyproject.toml": '[build-system]\nrequires = ["setuptools>=64", "ninja"]\n'
                           'build-backend = "setuptools.build_meta"\n',
-        "setup.py": SETUP,
+        "setup.py": SETUP.replace("{builder}", repr(list(builder))),
         "CMakeLists.txt": CMAKE,
         "src/module.cpp": MODULE,
         "src/core.cpp": "long core_count() { return 1; }\n",

@@ -251,6 +251,28 @@ def test_inv_build_applies_the_cmake4_remedy_and_keeps_it(tmp_path, monkeypatch)
     assert "CMAKE_POLICY_VERSION_MINIMUM" not in final and "cmake4-policy" not in final
 
 
+def test_a_build_that_runs_make_gets_makefiles_and_keeps_them(tmp_path, monkeypatch):
+    """A setup.py that runs `make` in the CMake tree it configures (older projects do): torchbuild's Ninja makes
+    it fail ("make-in-a-ninja-tree"); the remedy configures that tree afresh with Makefiles, and the next build
+    says why it names no generator."""
+    from .onnxlike import make_onnx_shaped_project
+
+    for key, value in {"TORCHBUILD_PATHS_ENVS": tmp_path / "envs", "TORCHBUILD_PATHS_LOGS": tmp_path / "logs",
+                       "TORCHBUILD_BUILD_MIN_FREE_GB": "1", "TORCHBUILD_BUILD_CUDA": "none"}.items():
+        monkeypatch.setenv(key, str(value))
+    co = make_onnx_shaped_project(tmp_path / "co", builder=("make",))
+    first = inv("build", "--path", str(co), check=True, timeout=600)
+    assert "known failure make-in-a-ninja-tree" in first.stderr and "CMAKE_GENERATOR=Unix Makefiles" in first.stderr
+    python = tmp_path / "envs/py{}.{}/bin/python".format(*sys.version_info[:2])
+    said = subprocess.run([python, "-c", "import greet; print(greet.greet())"], cwd=tmp_path, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    assert said == "hello release 1"
+    assert "CMAKE_GENERATOR:INTERNAL=Unix Makefiles" in (co / ".setuptools-cmake-build/CMakeCache.txt").read_text()
+    again = inv("build", "--path", str(co), "--rerun", check=True, timeout=600)
+    assert "known failure" not in again.stderr
+    assert "the tree .setuptools-cmake-build was configured with Unix Makefiles" in again.stderr
+
+
 def test_a_linker_the_compiler_refuses(tmp_path):
     """-fuse-ld naming a linker the compiler does not know, as an old GCC does for mold."""
     (tmp_path / "t.cpp").write_text("int main() {}\n")

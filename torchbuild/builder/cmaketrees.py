@@ -16,9 +16,12 @@ import shutil
 from pathlib import Path
 from typing import Iterable
 
-from .uptodate import configured_for
+from ..locks import STATE
+from ..run import run
+from .uptodate import cache_entry, configured_for
 
 CACHE = "CMakeCache.txt"
+NINJA = "Ninja"
 NESTED_DEPTH = 4  # build/temp.linux-x86_64-cpython-312/<ext>/: a tree build_ext made inside build/
 
 
@@ -69,3 +72,36 @@ def forget(trees: Iterable[Path]) -> bool:
     for cache in caches:
         cache.unlink()
     return bool(caches)
+
+
+def scan(checkout: Path) -> list[Path]:
+    """The CMake trees in a git checkout now, whoever made them: the folders of the CMakeCache.txt files git
+    ignores, outside torchbuild's own folder, none inside another (build/'s ExternalProject trees are build/'s)."""
+    if not (checkout / ".git").exists():
+        return []
+    listed = run(["git", "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--", f"*{CACHE}",
+                  f":!{STATE}"], cwd=checkout, capture=True, echo=False, check=False).stdout
+    trees = sorted({(checkout / name).parent for name in listed.split("\0") if Path(name).name == CACHE})
+    return [tree for i, tree in enumerate(trees) if not any(tree.is_relative_to(t) for t in trees[:i])]
+
+
+def generator(checkout: Path, ninja: str | None) -> tuple[str | None, str]:
+    """The CMake generator for a project whose build calls cmake without naming one (onnx, sentencepiece), and
+    why: Ninja, which PyTorch's setup.py and scikit-build-core choose by themselves, so that ninja can say when
+    a build is up to date; none while a tree in the checkout holds another (CMake refuses to switch a tree)."""
+    if ninja is None:
+        return None, "CMake's default generator: no ninja in the env or on PATH"
+    for tree in scan(checkout):
+        other = cache_entry(tree, "CMAKE_GENERATOR")
+        if other and other != NINJA:
+            return None, (f"CMake's default generator: the tree {tree.relative_to(checkout).as_posix()} was "
+                          f"configured with {other} (without it, builds use Ninja and can be up to date)")
+    return NINJA, "CMake generator: Ninja (CMAKE_GENERATOR), so ninja can say when the build is up to date"
+
+
+def start_over(checkout: Path, build: Path) -> None:
+    """Remove the CMakeCache.txt and CMakeFiles of build/ and every tree in the checkout (a known failure's
+    `fresh` remedy; a tree the failed attempt made is not recorded yet, so this one looks)."""
+    for tree in [build, *scan(checkout)]:
+        (tree / CACHE).unlink(missing_ok=True)
+        shutil.rmtree(tree / "CMakeFiles", ignore_errors=True)

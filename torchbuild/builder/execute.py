@@ -10,7 +10,6 @@ the first options forever; the 2.9+ setup.py pops CMAKE_FRESH before reading it)
 from __future__ import annotations
 
 import contextlib
-import shutil
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -317,11 +316,7 @@ def _apply_remedies(found: list[Diagnosis], remedies: Mapping[str, str], build: 
             out.update(d.failure.remedy_set)
             what.append(" ".join(f"{k}={v}" for k, v in d.failure.remedy_set.items()))
         if d.failure.remedy_fresh:
-            for stale in (build / "CMakeCache.txt", build / "CMakeFiles"):
-                if stale.is_dir():
-                    shutil.rmtree(stale)
-                elif stale.exists():
-                    stale.unlink()
+            cmaketrees.start_over(build.parent, build)
             what.append("a fresh CMake configure (CMakeCache.txt removed)")
         message = f"known failure {d.id}: {d.explain}; remedy: {', '.join(what)}, building again"
         con.warn(message)

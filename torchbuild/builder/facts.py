@@ -20,6 +20,9 @@ from ..errors import TorchbuildError
 from ..toolchain import compilers, cuda, gpu, linkers, search_path, system
 from ..toolchain.cuda import Toolkit
 from ..toolchain.linkers import Linker
+from . import cmaketrees
+from .drivers import detect
+from .drivers.pep517 import Pep517
 from .drivers.setuptools_era import SetuptoolsEra
 from .drivers.skbuild import ScikitBuildCore
 from .request import BuildRequest, drives_cmake
@@ -44,6 +47,7 @@ class BuildFacts:
     linker: Linker | None = None  # build.linker's choice (None: the toolchain's default)
     cmake_version: str | None = None  # the build's cmake (CMAKE_LINKER_TYPE needs 3.29)
     linker_trial: tuple[Linker, ...] = ()  # the linkers to time on this build's longest link (auto, no trial yet)
+    generator: str | None = None  # CMAKE_GENERATOR for a project whose build names none (cmaketrees.generator)
 
 
 def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildFacts:
@@ -91,10 +95,15 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
     timed = linkers.measured(found, remembered)
     linker = linkers.choose(cfg.build.linker, found, timed)
     trial = tuple(found) if cfg.build.linker == "auto" and timed is None and linker else ()
+    generator = None
+    if not env.get("CMAKE_GENERATOR") and isinstance(detect(checkout), Pep517) and calls_cmake(checkout):
+        generator, why = cmaketrees.generator(checkout, shutil.which("ninja", path=path))
+        notes.append(why)
     return BuildFacts(choice, toolkit, host_cxx, gpus.arch_list if gpus else None,
                       find_launcher(cfg, choice.prefix, env), find_distcc(cfg, env), remote_url(cfg, env),
                       tuple(notes), fifo, joins, shims, git.buildclones.cached(git.tools(cfg)[1], checkout),
-                      linker, linkers.cmake_version(choice.prefix, env, remembered) if linker else None, trial)
+                      linker, linkers.cmake_version(choice.prefix, env, remembered) if linker else None, trial,
+                      generator)
 
 
 def ninja_version(prefix: Path, env: Mapping[str, str]) -> str | None:
@@ -209,6 +218,13 @@ def remote_url(cfg: Config, env: Mapping[str, str]) -> str | None:
 
 CUDA_USE = re.compile(r"\bCUDA\b|CUDAToolkit|CUDAExtension|\bcuda_add_|\.cu\b")
 NOT_THE_PROJECTS = {".git", "build", "dist", "third_party", "external", "extern", "node_modules", ".torchbuild"}
+
+
+def calls_cmake(checkout: Path) -> bool:
+    """Whether the build runs CMake: a CMakeLists.txt at the top, or a setup.py that names cmake."""
+    setup = checkout / "setup.py"
+    return (checkout / "CMakeLists.txt").is_file() or \
+        (setup.is_file() and "cmake" in setup.read_text(errors="replace").lower())
 
 
 def uses_cuda(checkout: Path) -> bool:

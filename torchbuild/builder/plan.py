@@ -159,6 +159,8 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
     prefix_path = base_env.get("CMAKE_PREFIX_PATH")
     changes["CMAKE_PREFIX_PATH"] = str(env.prefix) + (os.pathsep + prefix_path if prefix_path else "")
     changes["USE_NINJA"] = "1"
+    if facts.generator:
+        changes["CMAKE_GENERATOR"] = facts.generator
     if not base_env.get("BUILD_TEST"):  # PyTorch's C++ tests: off unless the shell asks for them
         changes["BUILD_TEST"] = "0"
     changes["DEBUG"] = "1" if opts.build_type == "debug" else None
