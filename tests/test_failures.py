@@ -193,7 +193,7 @@ def test_missing_submodule_files(tmp_path):
 
 SETUP = '''\
 import os, subprocess, sys
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 
@@ -205,7 +205,8 @@ class WithCMake(build_ext):
         super().run()
 
 
-setup(name="oldcmake", version="0.1", packages=["oldcmake"], cmdclass={"build_ext": WithCMake})
+setup(name="oldcmake", version="0.1", packages=["oldcmake"], cmdclass={"build_ext": WithCMake},
+      ext_modules=[Extension("oldcmake._native", ["oldcmake/native.c"])])
 '''
 
 
@@ -224,6 +225,9 @@ def test_inv_build_applies_the_cmake4_remedy_and_keeps_it(tmp_path, monkeypatch)
     (proj / "requirements.txt").write_text("setuptools<80\nwheel\ncmake>=4\nninja\n")
     (proj / "oldcmake").mkdir()
     (proj / "oldcmake/__init__.py").write_text("ANSWER = 42\n")
+    (proj / "oldcmake/native.c").write_text(
+        '#include <Python.h>\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, NULL};\n'
+        "PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&m); }\n")
     git(proj, "init", "-q", "-b", "main")
     git(proj, "-c", "protocol.file.allow=always", "submodule", "add", "-q", sub.as_uri(), "third_party/vendored")
     git(proj, "add", "-A")
