@@ -21,13 +21,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.figures import builds, clone, envs, explain, loop, main_era, matrix, nightly, realworld  # noqa: E402
+from bench.figures import (  # noqa: E402
+    builds,
+    clone,
+    envs,
+    explain,
+    loop,
+    main_era,
+    matrix,
+    nightly,
+    realworld,
+    shapes,
+)
 from bench.measure import Bench  # noqa: E402
 
 FIGURES = {"overhead": builds.overhead, "noop": builds.noop, "clone": clone.clone, "switch": builds.switch,
            "matrix": matrix.matrix, "matrix_vs_build": matrix.matrix_vs_build, "distcc": matrix.distcc,
            "envs": envs.envs, "memory": builds.memory, "realworld": realworld.realworld, "nightly": nightly.nightly,
-           "loop": loop.loop, "main_era": main_era.main_era, "explain": explain.explain}
+           "loop": loop.loop, "main_era": main_era.main_era, "explain": explain.explain,
+           "shapes": shapes.shapes}
 
 
 def write_readme(results: dict) -> None:
@@ -66,7 +78,7 @@ def main() -> int:
     parser.add_argument("--readme", action="store_true", help="rewrite README's Performance table")
     args = parser.parse_args()
     names = args.only or ["overhead", "noop", "clone", "switch", "matrix", "distcc", "envs", "memory", "realworld",
-                          "nightly", "loop", "main_era", "explain"]
+                          "nightly", "loop", "main_era", "explain", "shapes"]
     with tempfile.TemporaryDirectory(prefix="tb-bench-") as tmp:
         bench = Bench(args.quick, Path(tmp))
         for name in names:

@@ -81,3 +81,67 @@ def make_onnx_shaped_project(root: Path, builder: tuple[str, ...] = ("cmake", "-
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "greet: initial"]):
         subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
     return root
+
+
+CMAKE_EXAMPLE_SETUP = '''import os, subprocess, sys
+from pathlib import Path
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+
+class CMakeExtension(Extension):
+    def __init__(self, name, sourcedir=""):
+        super().__init__(name, sources=[])
+        self.sourcedir = os.fspath(Path(sourcedir).resolve())
+
+
+class CMakeBuild(build_ext):
+    def build_extension(self, ext):
+        extdir = (Path.cwd() / self.get_ext_fullpath(ext.name)).parent.resolve()
+        cfg = "Debug" if int(os.environ.get("DEBUG", 0)) else "Release"
+        args = [f"-DCMAKE_LIBRARY_OUTPUT_DIRECTORY={extdir}{os.sep}", f"-DPYTHON_EXECUTABLE={sys.executable}",
+                f"-DCMAKE_BUILD_TYPE={cfg}", f"-Dpybind11_DIR={__import__('pybind11').get_cmake_dir()}"]
+        args += [item for item in os.environ.get("CMAKE_ARGS", "").split(" ") if item]
+        if not os.environ.get("CMAKE_GENERATOR") or os.environ["CMAKE_GENERATOR"] == "Ninja":
+            try:
+                import ninja
+                args += ["-GNinja", f"-DCMAKE_MAKE_PROGRAM:FILEPATH={Path(ninja.BIN_DIR) / 'ninja'}"]
+            except ImportError:
+                pass
+        build_temp = Path(self.build_temp) / ext.name
+        build_temp.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cmake", ext.sourcedir, *args], cwd=build_temp, check=True)
+        subprocess.run(["cmake", "--build", "."], cwd=build_temp, check=True)
+
+
+setup(name="cmake_example", version="0.0.1", ext_modules=[CMakeExtension("cmake_example")],
+      cmdclass={"build_ext": CMakeBuild}, zip_safe=False)
+'''
+
+CMAKE_EXAMPLE_CMAKE = """cmake_minimum_required(VERSION 3.18)
+project(cmake_example LANGUAGES CXX)
+find_package(pybind11 CONFIG REQUIRED)
+pybind11_add_module(cmake_example src/main.cpp)
+"""
+
+CMAKE_EXAMPLE_MAIN = """#include <pybind11/pybind11.h>
+int add(int i, int j) { return i + j; }
+PYBIND11_MODULE(cmake_example, m) { m.def("add", &add); }
+"""
+
+
+def make_cmake_example_project(root: Path) -> Path:
+    """pybind's cmake_example in small: setup.py's build_ext configures in build/temp.*/cmake_example (a tree
+    inside build/, not build/ itself), Ninja where the ninja module is, the module at the top level."""
+    files = {
+        "pyproject.toml": '[build-system]\nrequires = ["setuptools>=64", "ninja", "pybind11"]\n'
+                          'build-backend = "setuptools.build_meta"\n',
+        "setup.py": CMAKE_EXAMPLE_SETUP, "CMakeLists.txt": CMAKE_EXAMPLE_CMAKE, "src/main.cpp": CMAKE_EXAMPLE_MAIN,
+        ".gitignore": "/build/\n*.so\n*.egg-info/\n__pycache__/\n",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "cmake_example: initial"]):
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+    return root

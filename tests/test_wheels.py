@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 from torchbuild.wheels import install
@@ -59,3 +60,33 @@ def test_torchbuilds_own_wheel_holds_every_subpackage_and_its_data(installed, tm
             "print((up.repo('pytorch') / 'tools/optional_submodules.py').is_file())\n")
     out = subprocess.run([py, "-c", code], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
+
+
+def test_a_wheel_linking_a_library_of_this_machine_is_named_with_it(tmp_path):
+    """auditwheel's report, as the matrix's summary shows it: a library from outside the wheel that no
+    manylinux policy allows is named; one another wheel provides (the split build's core) is not."""
+    from torchbuild.summary import SessionRecord, table
+    from torchbuild.wheels import outside_manylinux
+
+    subprocess.run(["gcc", "-shared", "-fPIC", "-x", "c", "-", "-o", str(tmp_path / "libtbextra.so")],
+                   input="int extra(void) { return 3; }\n", text=True, check=True)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "m.c").write_text('#include <Python.h>\nint extra(void);\nstatic struct PyModuleDef m = '
+                             '{PyModuleDef_HEAD_INIT, "awdemo", NULL, -1, NULL};\n'
+                             "PyMODINIT_FUNC PyInit_awdemo(void) { extra(); return PyModule_Create(&m); }\n")
+    (src / "setup.py").write_text(
+        "from setuptools import Extension, setup\n"
+        f"setup(name='awdemo', version='0.1', ext_modules=[Extension('awdemo', ['m.c'], libraries=['tbextra'],\n"
+        f"      library_dirs=['{tmp_path}'], runtime_library_dirs=['{tmp_path}'])])\n")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"), str(src)],
+                   check=True, capture_output=True)
+    wheel = next((tmp_path / "dist").glob("awdemo-*.whl"))
+    assert outside_manylinux(wheel) == ["libtbextra.so"]
+    with zipfile.ZipFile(tmp_path / "core.whl", "w") as core:
+        core.writestr("awcore/lib/libtbextra.so", b"")
+    assert outside_manylinux(wheel, [tmp_path / "core.whl"]) == []
+    pure = make_wheel(tmp_path, "1.0", {"__init__.py": "def hello(): pass\n"})
+    assert outside_manylinux(pure) == []
+    (row,) = table([SessionRecord("build-3.12", "3.12", "none", wheel=str(wheel), warning="links libtbextra.so")])
+    assert row[-1] == f"{wheel} (warning: links libtbextra.so)"

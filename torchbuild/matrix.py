@@ -130,6 +130,12 @@ def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: 
                 raise TorchbuildError(f"the build left no wheel in {dist}", "look at the build log")
             smoke_import(Path(str(result.python)), result.wheel, result.package, [core] if core else [],
                          split)
+            foreign = wheels.outside_manylinux(result.wheel, [core] if core else [])
+            if foreign:
+                warning = (f"links {', '.join(foreign)} from this machine, outside every manylinux policy: it runs "
+                           "here, not on another Linux as it is (auditwheel repair copies them in)")
+                record = dataclasses.replace(record, warning=warning)
+                con.warn(f"{name}: the wheel {warning}")
             record = stamped(cfg, dataclasses.replace(record, core=str(core) if core else None), venv, source,
                              [result.wheel, core])
         except TorchbuildError as exc:

@@ -38,6 +38,7 @@ class SessionRecord:
     fingerprint: str = ""  # what the result depends on; unchanged: `inv matrix` does not run it again
     depends: dict[str, str] = dataclasses.field(default_factory=dict)  # the fingerprint's parts, each hashed
     profile: str = ""  # its build's timeline (builder/profile.py), when it built
+    warning: str = ""  # what a good wheel still lacks (libraries outside the manylinux policies)
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> SessionRecord:
@@ -119,5 +120,5 @@ def table(records: list[SessionRecord], fresh: set[str] | None = None) -> list[t
         time_ = f"{r.seconds:.1f}s" if fresh is None or r.session in fresh else "up to date"
         waited = ", ".join(f"{k} {v:.1f}s" for k, v in r.waits.items()) or "-"
         rows.append((r.session, r.python, r.cuda, r.result, time_, waited, rate, r.path or "-",
-                     r.wheel or r.reason or "-"))
+                     (r.wheel or r.reason or "-") + (f" (warning: {r.warning})" if r.warning else "")))
     return rows

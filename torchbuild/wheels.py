@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import zipfile
 from pathlib import Path
 from typing import Sequence
@@ -34,6 +35,23 @@ def wheel_requires(wheel: Path) -> tuple[str, ...]:
     with zipfile.ZipFile(wheel) as whl:
         meta = next((n for n in whl.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1), None)
         return requires(whl.read(meta).decode(errors="replace")) if meta else ()
+
+
+ELIMINATE = re.compile(r"following shared library dependencies will need to be eliminated:\s*\n\n((?:\S+\n?)+)")
+
+
+def outside_manylinux(wheel: Path, provided: Sequence[Path] = ()) -> list[str]:
+    """The shared libraries outside the wheel that even the newest manylinux policy does not allow
+    (`auditwheel show`: a system libprotobuf, a toolkit's libcudart), but those the `provided` wheels
+    hold (the split build's core): a wheel that runs here but not on another Linux as it is. [] for a
+    wheel without any, a pure one, or without auditwheel."""
+    shown = run([sys.executable, "-m", "auditwheel", "show", str(wheel)], capture=True, echo=False, check=False)
+    found = ELIMINATE.search(shown.stdout) if shown.returncode == 0 else None
+    theirs = set()
+    for other in provided:
+        with zipfile.ZipFile(other) as whl:
+            theirs |= {Path(n).name for n in whl.namelist()}
+    return [lib for lib in (found.group(1).split() if found else []) if lib not in theirs]
 
 
 def install(wheels: Sequence[Path], python: Path, replace: bool = False) -> Path:
