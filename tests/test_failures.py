@@ -240,6 +240,10 @@ def test_inv_build_applies_the_cmake4_remedy_and_keeps_it(tmp_path, monkeypatch)
     first = inv("build", "--path", str(co), check=True, timeout=600)
     assert "known failure cmake4-policy" in first.stderr and "CMAKE_POLICY_VERSION_MINIMUM=3.5" in first.stderr
     assert "import oldcmake" in first.stderr  # the hint names the project's own package
+    went = next(line for line in first.stderr.splitlines() if "where the time went:" in line)
+    phases = [part.rsplit(" ", 1)[0] for part in went.split("went: ", 1)[1].split(", ")]
+    assert phases[:2] == ["prepare", "the failed attempt"], went  # then the last attempt's phases, once
+    assert phases.count("configure") == phases.count("pip and the backend") == 1, went
     log = sorted((tmp_path / "logs").rglob("*.log"), key=lambda p: p.stat().st_mtime)[-1].read_text()
     assert "torchbuild: known failure cmake4-policy" in log
     again = inv("build", "--path", str(co), "--rerun", check=True, timeout=600)

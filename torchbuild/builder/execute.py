@@ -177,6 +177,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                 since = plan.log.stat().st_size  # the log holds every attempt: what failed is this one's
                 if attempt == 2:
                     tracker.new_attempt()
+                    timeline.new_attempt()
                 try:
                     try:
                         with job_slots(plan) as (changes, waited):

@@ -25,6 +25,7 @@ MARKS = [  # (first line of a phase, phase); a phase runs until the next one sta
     (re.compile(r"^(running build_ext|building '[^']+' extension)"), "build_ext"),
     (re.compile(r"^(creating '[^']+\.whl'|Created wheel|Successfully installed|running bdist_wheel)"), "packaging"),
 ]
+FAILED = "the failed attempt"  # the span before a retried build's second attempt
 OBJECT = re.compile(r"\.(o|obj)$")
 LINKED = re.compile(r"(\.so(\.[\d.]+)?|\.a|\.dylib)$")
 TABLE_ROWS = 5
@@ -48,6 +49,10 @@ class Timeline:
 
     started: float = field(default_factory=time.time)
     marks: list[tuple[float, str]] = field(default_factory=list)
+
+    def new_attempt(self) -> None:
+        """The build command runs again (after a known failure's remedy): what ran before is one span."""
+        self.marks = [(time.time(), FAILED)]
 
     def feed(self, line: str) -> None:
         for pattern, phase in MARKS:
@@ -120,6 +125,9 @@ def phases(timeline: Timeline, command_start: float, command_end: float, finishe
     """(phase, start, end): torchbuild's preparation, the build command's phases, then the record."""
     out = [("prepare", timeline.started, command_start)]
     marks = [(t, p) for t, p in timeline.marks if command_start <= t <= command_end]
+    if marks and marks[0][1] == FAILED:  # a retried build: its phases are the last attempt's, once
+        out.append((FAILED, command_start, marks[0][0]))
+        command_start, marks = marks[0][0], marks[1:]
     first = marks[0][0] if marks else command_end
     if first - command_start > 0.005:
         out.append((command, command_start, first))
