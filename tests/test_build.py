@@ -108,37 +108,37 @@ def file_digest(path: Path) -> str:
 
 
 @needs_nvcc
-def test_switching_cuda_imports_each_configurations_own_binaries(demo, tmp_path):
+def test_switching_cuda_imports_each_configurations_own_binaries(small_demo, tmp_path):
     """A configuration is its tree and its files in the checkout: CUDA 13.0, CPU, CUDA 13.0 again imports
     the CUDA build's libraries (and the third build runs nothing); a wheel after a switch holds its own."""
-    cu = build(demo, "--cuda", "13.0", "--arch", "8.0")
+    cu = build(small_demo, "--cuda", "13.0", "--arch", "8.0")
     assert "cu130-release built in" in cu.stderr and "TORCH_CUDA_ARCH_LIST=8.0 (--arch)" in cu.stderr
-    log = last_log(demo)
+    log = last_log(small_demo)
     assert any(c.endswith("scale.cu.o") for c in compiled(log)) and "Building CUDA object" in log
-    assert "-- Checkout nccl release tag: v2.27.3-1" in log and (demo / "third_party/nccl/src/nccl.h").exists()
-    cache = (demo / "build/CMakeCache.txt").read_text()
+    assert "-- Checkout nccl release tag: v2.27.3-1" in log and (small_demo / "third_party/nccl/src/nccl.h").exists()
+    cache = (small_demo / "build/CMakeCache.txt").read_text()
     nvcc = re.search(r"CMAKE_CUDA_COMPILER:\w+=(\S+)", cache).group(1)
     assert Path(nvcc).resolve() == NVCC.resolve()
-    assert "code=[sm_80]" in (demo / "build/build.ninja").read_text()
-    assert in_checkout(demo)["cuda_compiled"] == "True" and in_checkout(demo)["cuda"] == "13.0"
-    cuda_lib = demo / "minitorch/lib/libc10_cuda.so"
+    assert "code=[sm_80]" in (small_demo / "build/build.ninja").read_text()
+    assert in_checkout(small_demo)["cuda_compiled"] == "True" and in_checkout(small_demo)["cuda"] == "13.0"
+    cuda_lib = small_demo / "minitorch/lib/libc10_cuda.so"
     assert cuda_lib.exists()
-    cpu = build(demo, "--cuda", "none")
+    cpu = build(small_demo, "--cuda", "none")
     assert re.search(r"kept the py[\d.]+-cu130-release tree in \S+ with its \d+ file\(s\) from the checkout",
                      cpu.stderr)
-    assert in_checkout(demo)["cuda_compiled"] == "False" and in_checkout(demo)["cuda"] == "None"
+    assert in_checkout(small_demo)["cuda_compiled"] == "False" and in_checkout(small_demo)["cuda"] == "None"
     assert not cuda_lib.exists()
-    back = build(demo, "--cuda", "13.0", "--arch", "8.0")
+    back = build(small_demo, "--cuda", "13.0", "--arch", "8.0")
     assert re.search(r"restored the py[\d.]+-cu130-release tree and its \d+ file\(s\) in the checkout", back.stderr)
     assert "up to date: ninja has no work" in back.stderr
-    assert in_checkout(demo)["cuda_compiled"] == "True" and cuda_lib.exists()
+    assert in_checkout(small_demo)["cuda_compiled"] == "True" and cuda_lib.exists()
     import zipfile
 
     dist = tmp_path / "dist"
-    build(demo, "--cuda", "none", "--wheel", "--dist", str(dist))
+    build(small_demo, "--cuda", "none", "--wheel", "--dist", str(dist))
     (cpu_wheel,) = dist.glob("*+cpu-*.whl")
     assert "minitorch/lib/libc10_cuda.so" not in zipfile.ZipFile(cpu_wheel).namelist()
-    build(demo, "--cuda", "13.0", "--arch", "8.0", "--wheel", "--dist", str(dist))
+    build(small_demo, "--cuda", "13.0", "--arch", "8.0", "--wheel", "--dist", str(dist))
     (cu_wheel,) = dist.glob("*+cu130-*.whl")
     assert "minitorch/lib/libc10_cuda.so" in zipfile.ZipFile(cu_wheel).namelist()
 
@@ -197,28 +197,28 @@ def test_switching_python_imports_each_pythons_own_bindings(small_demo, tmp_path
     assert run_python("import minitorch; print(minitorch.checksum())", tmp_path) == "132875"
 
 
-def test_every_variable_that_reaches_the_build_takes_effect(demo):
+def test_every_variable_that_reaches_the_build_takes_effect(small_demo):
     """The shell's CXXFLAGS and USE_* reconfigure, both ways; --set PYTORCH_BUILD_VERSION (with its number)
     rebuilds and lands in version.py; CMAKE_FRESH is done by torchbuild; cache.tool none turns USE_CCACHE off."""
-    build(demo, "--cuda", "none")
-    cache = demo / "build/CMakeCache.txt"
-    flags = build(demo, "--cuda", "none", env={"CXXFLAGS": "-DDEMO_FLAG=1"})
+    build(small_demo, "--cuda", "none")
+    cache = small_demo / "build/CMakeCache.txt"
+    flags = build(small_demo, "--cuda", "none", env={"CXXFLAGS": "-DDEMO_FLAG=1"})
     assert "reconfiguring: CXXFLAGS: (unset) -> -DDEMO_FLAG=1" in flags.stderr
     assert "DEMO_FLAG" in cache.read_text()
-    dropped = build(demo, "--cuda", "none")
+    dropped = build(small_demo, "--cuda", "none")
     assert "reconfiguring: CXXFLAGS: -DDEMO_FLAG=1 -> (unset)" in dropped.stderr
     assert "DEMO_FLAG" not in cache.read_text()
-    use = build(demo, "--cuda", "none", env={"USE_DEMO_OPTION": "1"})
+    use = build(small_demo, "--cuda", "none", env={"USE_DEMO_OPTION": "1"})
     assert "reconfiguring: USE_DEMO_OPTION: (unset) -> 1" in use.stderr
     assert "USE_DEMO_OPTION:UNINITIALIZED=1" in cache.read_text()
-    versioned = build(demo, "--cuda", "none", "--set", "PYTORCH_BUILD_VERSION=3.0.0",
+    versioned = build(small_demo, "--cuda", "none", "--set", "PYTORCH_BUILD_VERSION=3.0.0",
                       "--set", "PYTORCH_BUILD_NUMBER=2", env={"USE_DEMO_OPTION": "1"})
-    assert "up to date" not in versioned.stderr and in_checkout(demo)["version"] == "3.0.0.post2"
-    fresh = build(demo, "--cuda", "none", env={"USE_DEMO_OPTION": "1", "CMAKE_FRESH": "1"})
+    assert "up to date" not in versioned.stderr and in_checkout(small_demo)["version"] == "3.0.0.post2"
+    fresh = build(small_demo, "--cuda", "none", env={"USE_DEMO_OPTION": "1", "CMAKE_FRESH": "1"})
     assert "CMAKE_FRESH=1: a fresh CMake configure" in fresh.stderr and "up to date" not in fresh.stderr
-    assert "-- Configuring done" in last_log(demo)
+    assert "-- Configuring done" in last_log(small_demo)
     assert re.search(r"CMAKE_CXX_COMPILER_LAUNCHER:\w+=\S*ccache", cache.read_text())
-    off = build(demo, "--cuda", "none", env={"USE_DEMO_OPTION": "1", "TORCHBUILD_CACHE_TOOL": "none"})
+    off = build(small_demo, "--cuda", "none", env={"USE_DEMO_OPTION": "1", "TORCHBUILD_CACHE_TOOL": "none"})
     assert "reconfiguring" in off.stderr and re.search(r"USE_CCACHE:\w+=OFF", cache.read_text())
     assert not re.search(r"CMAKE_CXX_COMPILER_LAUNCHER:\w+=\S*ccache", cache.read_text())
 
@@ -292,19 +292,19 @@ def test_a_corrupt_compiler_cache_costs_hits_not_a_wrong_build(small_demo, tmp_p
     assert run_python("import minitorch; print(minitorch.checksum())", demo.parent) == "132875"  # 4 units
 
 
-def test_an_unwritable_log_dir_is_refused_before_anything_runs(demo, tmp_path, monkeypatch):
+def test_an_unwritable_log_dir_is_refused_before_anything_runs(small_demo, tmp_path, monkeypatch):
     """paths.logs on a read-only file system (what a log dir another user owns is to this one): one line
     naming the folder and the setting, before any tree is touched."""
     with tmpfs(tmp_path / "ro-logs", "ro,size=64k") as logs:
-        done = build(demo, "--cuda", "none", check=False, env={"TORCHBUILD_PATHS_LOGS": str(logs)})
+        done = build(small_demo, "--cuda", "none", check=False, env={"TORCHBUILD_PATHS_LOGS": str(logs)})
         assert done.returncode == 1 and "Traceback" not in done.output
         assert f"cannot write the log dir {logs}: Read-only file system" in done.stderr
-        assert "paths.logs" in done.stderr and not (demo / "build").exists()
+        assert "paths.logs" in done.stderr and not (small_demo / "build").exists()
 
 
-def test_compile_error_shows_the_error_and_the_log(demo):
-    (demo / "c10/core/unit_03.cpp").write_text("int broken( { return 1; }\n")
-    done = build(demo, "--cuda", "none", check=False)
+def test_compile_error_shows_the_error_and_the_log(small_demo):
+    (small_demo / "c10/core/unit_03.cpp").write_text("int broken( { return 1; }\n")
+    done = build(small_demo, "--cuda", "none", check=False)
     assert done.returncode == 1
     assert "the build of py" in done.stderr and "failed; the first error:" in done.stderr
     assert re.search(r"unit_03\.cpp:\d+:\d+: error", done.stderr)
@@ -313,36 +313,37 @@ def test_compile_error_shows_the_error_and_the_log(demo):
     assert "Traceback" not in done.stderr.split("first error:")[0]
 
 
-def test_dry_run_prints_the_plan_and_runs_nothing(demo, tmp_path, monkeypatch):
+def test_dry_run_prints_the_plan_and_runs_nothing(small_demo, tmp_path, monkeypatch):
     monkeypatch.setenv("TORCHBUILD_PATHS_ENVS", str(tmp_path / "no-envs"))
-    done = build(demo, "--cuda", "none", "--jobs", "3", "--set", "USE_FOO=1", "--dry-run")
+    done = build(small_demo, "--cuda", "none", "--jobs", "3", "--set", "USE_FOO=1", "--dry-run")
     for label in ("interpreter:", "toolkit:     none (CPU build, USE_CUDA=0)", "build tree:", "log:",
                   "MAX_JOBS:    3", "USE_FOO=1", "command:", "CMAKE_PREFIX_PATH="):
         assert label in done.stdout, label
     assert "would create env" in done.stderr
-    assert not (demo / "build").exists() and not (tmp_path / "no-envs").exists()
+    assert not (small_demo / "build").exists() and not (tmp_path / "no-envs").exists()
     assert not Path(os.environ["TORCHBUILD_PATHS_LOGS"]).exists()
 
 
-def test_pytorchs_debug_variables_in_the_shell_choose_the_build_type(demo):
-    shown = build(demo, "--cuda", "none", "--dry-run", env={"DEBUG": "1"})
+def test_pytorchs_debug_variables_in_the_shell_choose_the_build_type(small_demo):
+    shown = build(small_demo, "--cuda", "none", "--dry-run", env={"DEBUG": "1"})
     assert "DEBUG=1 in the environment: a debug build" in shown.stderr and "cpu-debug" in shown.output
-    assert "cpu-relwithdebinfo" in build(demo, "--cuda", "none", "--dry-run", env={"REL_WITH_DEB_INFO": "1"}).output
-    flag = build(demo, "--cuda", "none", "--dry-run", "--rel-with-deb-info", env={"DEBUG": "1"})
+    assert "cpu-relwithdebinfo" in build(small_demo, "--cuda", "none", "--dry-run",
+                                         env={"REL_WITH_DEB_INFO": "1"}).output
+    flag = build(small_demo, "--cuda", "none", "--dry-run", "--rel-with-deb-info", env={"DEBUG": "1"})
     assert "cpu-relwithdebinfo" in flag.output and "in the environment" not in flag.stderr  # the flag wins
 
 
-def test_changed_configuration_reconfigures_the_tree(demo):
-    build(demo, "--cuda", "none")
-    done = build(demo, "--cuda", "none", "--set", "USE_FOO=1")
+def test_changed_configuration_reconfigures_the_tree(small_demo):
+    build(small_demo, "--cuda", "none")
+    done = build(small_demo, "--cuda", "none", "--set", "USE_FOO=1")
     assert "configuration changed, reconfiguring: USE_FOO: (unset) -> 1" in done.stderr
-    assert "USE_FOO:UNINITIALIZED=1" in (demo / "build/CMakeCache.txt").read_text()
-    assert "reconfiguring" not in build(demo, "--cuda", "none", "--set", "USE_FOO=1").stderr
+    assert "USE_FOO:UNINITIALIZED=1" in (small_demo / "build/CMakeCache.txt").read_text()
+    assert "reconfiguring" not in build(small_demo, "--cuda", "none", "--set", "USE_FOO=1").stderr
 
 
-def test_wheel_has_a_local_version_and_installs(demo, tmp_path):
+def test_wheel_has_a_local_version_and_installs(small_demo, tmp_path):
     dist = tmp_path / "dist"
-    done = build(demo, "--cuda", "none", "--wheel", "--dist", str(dist))
+    done = build(small_demo, "--cuda", "none", "--wheel", "--dist", str(dist))
     (wheel,) = dist.glob("*.whl")
     assert wheel.name.startswith("minitorch-2.11.0a0+cpu-") and f"wheel: {wheel}" in done.stderr
     venv = tmp_path / "smoke"
@@ -350,7 +351,7 @@ def test_wheel_has_a_local_version_and_installs(demo, tmp_path):
     subprocess.run([str(venv / "bin/pip"), "install", "-q", "--no-deps", str(wheel)], check=True)
     out = subprocess.run([str(venv / "bin/python"), "-c", "import minitorch; print(minitorch.checksum())"],
                          cwd=tmp_path, check=True, capture_output=True, text=True).stdout
-    assert out.strip() == "1144625"
+    assert out.strip() == "132875"  # 4 units
 
 
 def test_wheel_comes_from_the_projects_own_build_backend(shared, tmp_path, monkeypatch):
@@ -391,18 +392,19 @@ def test_wheel_comes_from_the_projects_own_build_backend(shared, tmp_path, monke
     assert "fix that file" in bad.stderr and not list(dist.glob("*.whl"))
 
 
-def test_clean_removes_trees_not_sources(demo):
-    build(demo, "--cuda", "none")
-    before = sorted(p.relative_to(demo) for p in demo.rglob("*"))
-    dry = inv("clean", "--all", "--path", str(demo), "--dry-run", check=True)
+def test_clean_removes_trees_not_sources(small_demo):
+    build(small_demo, "--cuda", "none")
+    before = sorted(p.relative_to(small_demo) for p in small_demo.rglob("*"))
+    dry = inv("clean", "--all", "--path", str(small_demo), "--dry-run", check=True)
     assert re.search(r"would remove py[\d.]+-cpu-release \(.*build\): [\d.]+ MiB", dry.stderr)
-    assert "nothing was removed" in dry.stderr and sorted(p.relative_to(demo) for p in demo.rglob("*")) == before
-    done = inv("clean", "--all", "--path", str(demo), check=True)
+    assert "nothing was removed" in dry.stderr
+    assert sorted(p.relative_to(small_demo) for p in small_demo.rglob("*")) == before
+    done = inv("clean", "--all", "--path", str(small_demo), check=True)
     assert re.search(r"removed py[\d.]+-cpu-release \(.*build\): [\d.]+ MiB", done.stderr)
-    assert "freed" in done.stderr and not (demo / "build").exists()
-    assert git(demo, "status", "--porcelain") == "" and (demo / "c10/core/unit_00.cpp").exists()
-    assert "nothing to remove" in inv("clean", "--path", str(demo), check=True).stderr
-    bad = inv("clean", "--config", "nope", "--path", str(demo))
+    assert "freed" in done.stderr and not (small_demo / "build").exists()
+    assert git(small_demo, "status", "--porcelain") == "" and (small_demo / "c10/core/unit_00.cpp").exists()
+    assert "nothing to remove" in inv("clean", "--path", str(small_demo), check=True).stderr
+    bad = inv("clean", "--config", "nope", "--path", str(small_demo))
     assert bad.returncode == 1 and "no build tree for configuration 'nope'" in bad.stderr
 
 
@@ -411,14 +413,14 @@ def test_nothing_to_build_is_a_clear_error(tmp_path):
     assert done.returncode == 1 and "nothing to build" in done.stderr and "inv clone" in done.stderr
 
 
-def test_env_selection_order(demo, tmp_path, monkeypatch):
-    plan = build(demo, "--cuda", "none", "--dry-run").stderr
+def test_env_selection_order(small_demo, tmp_path, monkeypatch):
+    plan = build(small_demo, "--cuda", "none", "--dry-run").stderr
     assert "the default Python: managed env py" in plan
     external = tmp_path / "myvenv"
     subprocess.run([sys.executable, "-m", "venv", str(external)], check=True)
-    active = build(demo, "--cuda", "none", "--dry-run", env={"VIRTUAL_ENV": str(external)}).stderr
+    active = build(small_demo, "--cuda", "none", "--dry-run", env={"VIRTUAL_ENV": str(external)}).stderr
     assert f"{external}/bin/python" in active and "the active environment (VIRTUAL_ENV)" in active
-    named = build(demo, "--cuda", "none", "--dry-run", "--env", "nope", check=False)
+    named = build(small_demo, "--cuda", "none", "--dry-run", "--env", "nope", check=False)
     assert named.returncode == 1 and "there is no managed env 'nope'" in named.stderr
 
 
@@ -504,50 +506,50 @@ def test_two_builds_at_once_take_turns(demo):
     assert run_python("import minitorch; print(minitorch.checksum())", demo.parent) == "1144625"
 
 
-def test_own_build_dir_is_kept_and_each_build_leaves_a_record(demo):
+def test_own_build_dir_is_kept_and_each_build_leaves_a_record(small_demo):
     import json
 
-    own = demo / "build"
+    own = small_demo / "build"
     own.mkdir()
     (own / "mine.txt").write_text("keep")
-    first = build(demo, "--cuda", "none")
+    first = build(small_demo, "--cuda", "none")
     assert "build/ was not made by torchbuild: moved it, untouched, to" in first.stderr
-    moved = next((demo / ".torchbuild/trees").glob("foreign-*"))
+    moved = next((small_demo / ".torchbuild/trees").glob("foreign-*"))
     assert (moved / "mine.txt").read_text() == "keep"
-    record = json.loads(inv("build", "--path", str(demo), "--record", check=True).stdout)
-    assert record["commit"] == git(demo, "rev-parse", "HEAD") and record["result"] == "ok"
+    record = json.loads(inv("build", "--path", str(small_demo), "--record", check=True).stdout)
+    assert record["commit"] == git(small_demo, "rev-parse", "HEAD") and record["result"] == "ok"
     assert record["config"].endswith("-cpu-release") and record["MAX_JOBS"]
     assert record["tools"]["cmake"]["version"].startswith("cmake version")
     assert any(p.lower().startswith("setuptools==") for p in record["packages"])
-    cleaned = inv("clean", "--path", str(demo), "--all", check=True)
+    cleaned = inv("clean", "--path", str(small_demo), "--all", check=True)
     assert "torchbuild did not make it" in cleaned.stderr and (moved / "mine.txt").exists()
-    assert not (demo / "build").exists()
+    assert not (small_demo / "build").exists()
 
 
-def test_a_cuda_that_is_not_installed_names_everything_it_needs(demo):
-    done = build(demo, "--cuda", "10.0", "--dry-run", check=False)
+def test_a_cuda_that_is_not_installed_names_everything_it_needs(small_demo):
+    done = build(small_demo, "--cuda", "10.0", "--dry-run", check=False)
     assert done.returncode == 1 and "CUDA 10.0 is not installed" in done.stderr
     assert "CUDA 10.0 accepts host gcc <= 7: none is installed (found gcc" in done.stderr
     assert "g++-7" in done.stderr and "gxx_linux-64=7" in done.stderr
     assert "PyTorch releases built for CUDA 10.0: 1.0, 1.1, 1.2" in done.stderr
     assert "runfile" in done.stderr and "toolchain.cuda_roots" in done.stderr
-    future = build(demo, "--cuda", "99", "--dry-run", check=False)  # nothing is known of it: nothing is claimed
+    future = build(small_demo, "--cuda", "99", "--dry-run", check=False)  # nothing is known of it: nothing is claimed
     assert future.returncode == 1 and "CUDA 99 is not installed" in future.stderr
     assert "accepts host gcc" not in future.stderr and "inv cuda.install 99" not in future.stderr
     assert "no CUDA 99 is known to torchbuild" in future.stderr
 
 
-def test_a_failed_build_names_its_record(demo):
+def test_a_failed_build_names_its_record(small_demo):
     import json
 
-    unit = demo / "c10/core/unit_04.cpp"
+    unit = small_demo / "c10/core/unit_03.cpp"
     good = unit.read_text()
     unit.write_text("int broken( {\n")
-    failed = build(demo, "--cuda", "none", check=False)
+    failed = build(small_demo, "--cuda", "none", check=False)
     assert failed.returncode == 1 and "(`inv build --record`)" in failed.stderr
     path = Path(re.search(r"for a bug report: (\S+\.record\.json)", failed.stderr).group(1))
     record = json.loads(path.read_text())
     assert record["result"] == "failed" and record["exit_code"] != 0 and record["commit"]
     unit.write_text(good)
-    build(demo, "--cuda", "none")
-    assert json.loads(inv("build", "--path", str(demo), "--record", check=True).stdout)["result"] == "ok"
+    build(small_demo, "--cuda", "none")
+    assert json.loads(inv("build", "--path", str(small_demo), "--record", check=True).stdout)["result"] == "ok"

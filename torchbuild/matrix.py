@@ -334,7 +334,7 @@ def smoke_import(env_python: Path, wheel: Path, package: str, extra: list[Path] 
                   not in given]
         if needed:  # nox's or cibuildwheel's test step installs them too: pip into the fresh env, from its mirrors
             run([str(env_python), "-m", "pip", "--disable-pip-version-check", "--python", str(venv / "bin" / "python"),
-                 "install", "-q", *needed], echo=False)
+                 "install", "-q", "--no-compile", *needed], echo=False)
             _console.get().info(f"installed what {wheel.name} requires into the fresh env: {', '.join(needed)}")
         code = f"import {package}; print({package}.__file__)" + (f"; import {package}._C" if call else "")
         out = run([str(venv / "bin" / "python"), "-c", code], capture=True, echo=False, cwd=tmp, check=False)
@@ -356,7 +356,8 @@ def installs(cfg: Config, python_version: str, venv: Path) -> tuple[list[list[st
     stamp = digest([pin, reqs, cfg.mirrors.pip_options()])  # a hash: no mirror url is kept
     if (venv / INSTALL_STAMP).exists() and (venv / INSTALL_STAMP).read_text() == stamp:
         return [], stamp
-    return [*([["--upgrade", pin]] if pin else []), *([["--upgrade", *reqs]] if reqs else [])], stamp  # the newest
+    new = ["--no-compile", "--upgrade"]  # as envs.create: the newest matching, nothing byte-compiled ahead
+    return [*([[*new, pin]] if pin else []), *([[*new, *reqs]] if reqs else [])], stamp
 
 
 def mark_installed(venv: Path, stamp: str) -> None:

@@ -42,6 +42,9 @@ __all__ = ["KNOWN", "PINS", "checkout_requirements", "condarc", "expected_stamp"
 
 STAMP = "torchbuild-env.json"
 BACKENDS = ("venv", "uv", "conda", "mamba", "micromamba")
+# pip's install into a build env: no byte-compiling of every module it installs (half of env creation's CPU;
+# Python compiles what a build imports, once). uv compiles nothing by default.
+PIP_INSTALL = ("install", "-q", "--no-compile")
 
 
 @dataclass(frozen=True)
@@ -245,8 +248,8 @@ def _make(backend: str, exe: str, python: Python, prefix: Path, cfg: Config, req
         pin = pip_bootstrap(python.version)
         pip = [str(py), "-m", "pip", "--disable-pip-version-check"]
         if pin:
-            run([*pip, "install", "-q", "--upgrade", pin], env={"PIP_CONFIG_FILE": str(prefix / "pip.conf")})
-        _install(pip + ["install", "-q", "--upgrade"], reqs, python.version,
+            run([*pip, *PIP_INSTALL, "--upgrade", pin], env={"PIP_CONFIG_FILE": str(prefix / "pip.conf")})
+        _install([*pip, *PIP_INSTALL, "--upgrade"], reqs, python.version,
                  {"PIP_CONFIG_FILE": str(prefix / "pip.conf")})
     elif backend == "uv":
         run([exe, "venv", "--quiet", "--seed", "--python", str(python.path), str(prefix)])
@@ -261,7 +264,7 @@ def _make(backend: str, exe: str, python: Python, prefix: Path, cfg: Config, req
         run([exe, "create", "--yes", "--prefix", str(prefix), "--override-channels", *channels,
              f"python={python.minor}", *conda_pkgs], env={"CONDARC": str(prefix / ".condarc")})
         (prefix / "pip.conf").write_text(pip_conf(cfg))
-        _install([str(py), "-m", "pip", "install", "-q", "--upgrade"], reqs, python.version,
+        _install([str(py), "-m", "pip", *PIP_INSTALL, "--upgrade"], reqs, python.version,
                  {"PIP_CONFIG_FILE": str(prefix / "pip.conf")})
     return py
 
@@ -298,7 +301,7 @@ def _update_in_place(cfg: Config, made: Env, checkout: Path | None, reqs: list[s
     pip = [str(made.python), "-m", "pip", "--disable-pip-version-check"]
     with con.timed(f"env {made.name}: add what {checkout.name if checkout else 'the build'} needs "
                    f"({len(reqs)} requirements) instead of making it again"):
-        _install(pip + ["install", "-q"], reqs, made.version, {"PIP_CONFIG_FILE": str(made.prefix / "pip.conf")})
+        _install([*pip, *PIP_INSTALL], reqs, made.version, {"PIP_CONFIG_FILE": str(made.prefix / "pip.conf")})
     check = run(pip + ["check"], capture=True, echo=False, check=False)
     if check.returncode != 0:
         first = (check.stdout + check.stderr).strip().splitlines()[:1]
