@@ -12,17 +12,31 @@ ninja has work before a build is called up to date.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Iterable
 
 from ..locks import STATE
 from ..run import run
-from .uptodate import cache_entry, configured_for
 
 CACHE = "CMakeCache.txt"
 NINJA = "Ninja"
 NESTED_DEPTH = 4  # build/temp.linux-x86_64-cpython-312/<ext>/: a tree build_ext made inside build/
+
+
+def cache_entry(build: Path, name: str) -> str | None:
+    """A variable's value in the tree's CMakeCache.txt (None: no cache, or not in it)."""
+    cache = build / "CMakeCache.txt"
+    found = re.search(rf"(?m)^{re.escape(name)}:\w+=(.*)$", cache.read_text(errors="replace")) \
+        if cache.is_file() else None
+    return found.group(1).strip() if found else None
+
+
+def configured_for(build: Path) -> Path | None:
+    """The source folder the tree's CMakeCache.txt was configured for (None without one)."""
+    home = cache_entry(build, "CMAKE_HOME_DIRECTORY")
+    return Path(home).resolve() if home else None
 
 
 def found(checkout: Path, build: Path, files: Iterable[str]) -> list[Path]:

@@ -24,7 +24,8 @@ import shutil
 from pathlib import Path
 from typing import AbstractSet, Iterable, Mapping
 
-from .uptodate import NEWEST_INPUT, cache_entry
+from .cmaketrees import cache_entry
+from .uptodate import NEWEST_INPUT
 
 IN_PLACE = (".py", ".pyi")
 

@@ -1,5 +1,5 @@
-"""What "up to date" rests on, beside the tree's files in the checkout (outputs.py): the inputs stamp,
-ninja's pending work, the env's install of the checkout, the source folder the tree was configured for.
+"""What "up to date" rests on, beside the tree's files in the checkout (outputs.py) and its CMake trees
+(cmaketrees.py): the inputs stamp, ninja's pending work, the env's install of the checkout.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Iterable, Mapping
 
 from ..digest import digest
 from ..run import run
+from .cmaketrees import cache_entry
 from .outputs import OWN
 from .plan import Plan
 from .split import installed_core
@@ -22,20 +23,6 @@ from .split import installed_core
 # `ninja -n -d explain` on a tree whose only work is an always-run target (PyTorch's gen_torch_version,
 # CMake's install): the target's symbolic output under CMakeFiles/ never exists.
 ALWAYS_RUN = re.compile(r"ninja explain: output (?:\S+/)?CMakeFiles/[^/.\s]+ doesn't exist")
-
-
-def cache_entry(build: Path, name: str) -> str | None:
-    """A variable's value in the tree's CMakeCache.txt (None: no cache, or not in it)."""
-    cache = build / "CMakeCache.txt"
-    found = re.search(rf"(?m)^{re.escape(name)}:\w+=(.*)$", cache.read_text(errors="replace")) \
-        if cache.is_file() else None
-    return found.group(1).strip() if found else None
-
-
-def configured_for(build: Path) -> Path | None:
-    """The source folder the tree's CMakeCache.txt was configured for (None without one)."""
-    home = cache_entry(build, "CMAKE_HOME_DIRECTORY")
-    return Path(home).resolve() if home else None
 
 
 def inputs_stamp(plan: Plan) -> str:
