@@ -1,12 +1,14 @@
-"""A small setup.py + CMake project of onnx's shape: its setup.py configures and builds at every build in
-`.setuptools-cmake-build/` (onnx's CMAKE_BUILD_DIR, which its .gitignore names), outside build/, naming no
-generator, with CMAKE_ARGS appended and DEBUG choosing the build type, then copies the module where build_ext
-wants it. `builder`: how it builds the tree (onnx: `cmake --build .`; older projects run `make`)."""
+"""Small setup.py + CMake projects of two real shapes. onnx's: its setup.py configures and builds at every
+build in `.setuptools-cmake-build/` (onnx's CMAKE_BUILD_DIR, which its .gitignore names), outside build/,
+naming no generator, with CMAKE_ARGS appended and DEBUG choosing the build type, then copies the module where
+build_ext wants it (`builder`: how it builds the tree; onnx: `cmake --build .`, older projects run `make`).
+pybind's cmake_example: build_ext configures in its build_temp, Ninja where the ninja module is."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
+
+from .repo import write_repo
 
 SETUP = '''import os, shlex, shutil, subprocess, sys
 from pathlib import Path
@@ -75,12 +77,7 @@ def make_onnx_shaped_project(root: Path, builder: tuple[str, ...] = ("cmake", "-
         "greet/__init__.py": "from ._greet import greet\n",
         ".gitignore": "/.setuptools-cmake-build/\n/build/\n*.so\n*.egg-info/\n__pycache__/\n",
     }
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "greet: initial"]):
-        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
-    return root
+    return write_repo(root, files, "greet: initial")
 
 
 CMAKE_EXAMPLE_SETUP = '''import os, subprocess, sys
@@ -139,9 +136,4 @@ def make_cmake_example_project(root: Path) -> Path:
         "setup.py": CMAKE_EXAMPLE_SETUP, "CMakeLists.txt": CMAKE_EXAMPLE_CMAKE, "src/main.cpp": CMAKE_EXAMPLE_MAIN,
         ".gitignore": "/build/\n*.so\n*.egg-info/\n__pycache__/\n",
     }
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "cmake_example: initial"]):
-        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
-    return root
+    return write_repo(root, files, "cmake_example: initial")

@@ -3,10 +3,11 @@ a C++ core of several translation units, a CPython extension module, `wheel.inst
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from torchbuild.demo import UNIT
+
+from .repo import write_repo
 
 PYPROJECT = """[build-system]
 requires = ["scikit-build-core>=0.10"]
@@ -61,9 +62,4 @@ def make_skbuild_project(root: Path, units: int = 6) -> Path:
         ".gitignore": "/build/\n/dist/\n*.so\n__pycache__/\n",
         **{name: UNIT.format(i=i) for i, name in enumerate(names)},
     }
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "skdemo: initial"]):
-        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
-    return root
+    return write_repo(root, files, "skdemo: initial")
