@@ -21,10 +21,11 @@ from typing import Mapping
 
 from . import console as _console
 from . import wheels
-from .builder import BuildRequest, build, report
+from .builder import BuildRequest, Outcome, build, report
 from .builder.execute import BuildResult
 from .builder.request import drives_cmake, split_supported
 from .builder.slots import SLOTS_ENV, take_slot
+from .builder.trees import activate_tree, build_lock, read_marker
 from .builder.uptodate import worktree_state
 from .config import Config
 from .digest import digest
@@ -130,12 +131,9 @@ def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: 
                 raise TorchbuildError(f"the build left no wheel in {dist}", "look at the build log")
             smoke_import(Path(str(result.python)), result.wheel, result.package, [core] if core else [],
                          split)
-            foreign = wheels.outside_manylinux(result.wheel, [core] if core else [])
-            if foreign:
-                warning = (f"links {', '.join(foreign)} from this machine, outside every manylinux policy: it runs "
-                           "here, not on another Linux as it is (auditwheel repair copies them in)")
-                record = dataclasses.replace(record, warning=warning)
-                con.warn(f"{name}: the wheel {warning}")
+            record = dataclasses.replace(record, warning=wheels.manylinux_warning(result.wheel, [core] if core else []))
+            if record.warning:
+                con.warn(f"{name}: the wheel {record.warning}")
             record = stamped(cfg, dataclasses.replace(record, core=str(core) if core else None), venv, source,
                              [result.wheel, core])
         except TorchbuildError as exc:
@@ -172,15 +170,31 @@ def budget(cfg: Config, pairs: list[tuple[str, str]]) -> tuple[int, str]:
 
 
 def build_in_slot(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildResult:
-    """Build in a free slot: the checkout, or beside another session a synced copy of it."""
+    """Build in a free slot: the checkout, or beside another session a synced copy of it. In the checkout, the
+    configuration it held before is put back afterwards (build_and_give_back)."""
     with take_slot(cfg.cache_root, cfg.source_path, int(env.get(SLOTS_ENV) or 1)) as where:
         if where != cfg.source_path:
             _console.get().info(f"building in the slot {where} (a synced copy of {cfg.source_path})")
         here = dataclasses.replace(cfg, source=dataclasses.replace(cfg.source, path=str(where)))
-        outcome = build(here, request, env)
+        outcome = build_and_give_back(here, request, env) if where == cfg.source_path else build(here, request, env)
     report(outcome)
     assert outcome.result is not None
     return outcome.result
+
+
+def build_and_give_back(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> Outcome:
+    """A session's build in the checkout itself, then the configuration the checkout held before (the
+    developer's) put back, if no other build came in between: their env imports it again at once."""
+    checkout = cfg.source_path
+    held = read_marker(checkout / "build")
+    outcome = build(cfg, request, env)
+    if held and held.get("key") and outcome.result is not None:
+        with build_lock(checkout):
+            now = read_marker(checkout / "build")
+            back = activate_tree(checkout, str(held["key"])) if now and now.get("key") == outcome.result.key else None
+        if back:
+            _console.get().info(f"gave the checkout back to {held['key']}: {back}")
+    return outcome
 
 
 def build_core(cfg: Config, request: BuildRequest, env: Mapping[str, str], source: list[object],
@@ -203,7 +217,7 @@ def build_core(cfg: Config, request: BuildRequest, env: Mapping[str, str], sourc
             wheel = kept_core(cfg, request, core) if python else None  # built while this one waited
             if wheel is None:
                 with take_slot(cfg.cache_root, cfg.source_path, 1):  # the core builds in the checkout itself
-                    done = build(cfg, dataclasses.replace(request, part="core", dist=core), env).result
+                    done = build_and_give_back(cfg, dataclasses.replace(request, part="core", dist=core), env).result
                 if done is None or done.wheel is None:
                     raise TorchbuildError(f"the core build left no wheel in {core}", "look at the build log")
                 python, built = python or Path(str(done.python)), True

@@ -54,6 +54,13 @@ def outside_manylinux(wheel: Path, provided: Sequence[Path] = ()) -> list[str]:
     return [lib for lib in (found.group(1).split() if found else []) if lib not in theirs]
 
 
+def manylinux_warning(wheel: Path, provided: Sequence[Path] = ()) -> str:
+    """What the summary says of a wheel that links libraries outside every manylinux policy ("": none)."""
+    foreign = outside_manylinux(wheel, provided)
+    return (f"links {', '.join(foreign)} from this machine, outside every manylinux policy: it runs here, not on "
+            "another Linux as it is (auditwheel repair copies them in)") if foreign else ""
+
+
 def install(wheels: Sequence[Path], python: Path, replace: bool = False) -> Path:
     """Install `wheels` into the env of `python` (no deps, no bytecode), in order, and return its site-packages.
     A file another wheel put there is overwritten, as pip does: the split build's two wheels both hold the
