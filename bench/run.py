@@ -39,7 +39,7 @@ FIGURES = {"overhead": builds.overhead, "noop": builds.noop, "clone": clone.clon
            "matrix": matrix.matrix, "matrix_vs_build": matrix.matrix_vs_build, "distcc": matrix.distcc,
            "envs": envs.envs, "memory": builds.memory, "realworld": realworld.realworld, "nightly": nightly.nightly,
            "loop": loop.loop, "main_era": main_era.main_era, "explain": explain.explain,
-           "shapes": shapes.shapes}
+           "shapes": shapes.shapes, "core_hits": explain.core_hits}
 
 
 def write_readme(results: dict) -> None:
@@ -59,6 +59,11 @@ def write_readme(results: dict) -> None:
                     f"{paper['with remote slots seconds']:.1f} s with {paper['remote slots']} remote slots "
                     f"(preprocessing {paper['preprocess share']:.0%} of a compile; configure/link "
                     f"{paper['rest seconds']:.1f} s stay local) | - | {1 / paper['speed-up']:.2f} | - |")
+    core = results.get("core cache hits, second Python")
+    if core:
+        rows.append(f"| core cache hits, a second tree differing only in Python ({' then '.join(core['pythons'])}) | "
+                    f"{core['hits']}/{core['compiles']} of the core's compiles | - | {core['rate']:.2f} | "
+                    f"{core['target']} |")
     mem = results.get("tool peak RSS (MiB)")
     if mem:
         rows.append(f"| tool peak RSS | {mem['median']:.0f} MiB | - | - | {mem['target']} MiB |")
@@ -78,7 +83,7 @@ def main() -> int:
     parser.add_argument("--readme", action="store_true", help="rewrite README's Performance table")
     args = parser.parse_args()
     names = args.only or ["overhead", "noop", "clone", "switch", "matrix", "distcc", "envs", "memory", "realworld",
-                          "nightly", "loop", "main_era", "explain", "shapes"]
+                          "nightly", "loop", "main_era", "explain", "shapes", "core_hits"]
     with tempfile.TemporaryDirectory(prefix="tb-bench-") as tmp:
         bench = Bench(args.quick, Path(tmp))
         for name in names:

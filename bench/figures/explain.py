@@ -49,3 +49,28 @@ def explain(self: Bench) -> None:
                         "0.7 - 1.3", "--explain's estimate", "the build's wall time")
         self.results[f"explain: --explain itself, {label} (s)"] = {**cost, "target": "<= 1"}
         print(f"explain: --explain took {cost['median']:.2f}s ({label})", flush=True)
+
+
+def core_hits(self: Bench) -> None:
+    """Two trees of one checkout that differ only in the Python (issue 33): the second tree's compiles of the
+    core (everything but the Python extension's minitorch/csrc/), from ccache's stats log of that build, hit
+    what the first tree's build put into the cache."""
+    from pathlib import Path
+
+    checkout, env = self.demo("core-hits", 24)
+    env, pythons = {**env, "TORCHBUILD_BUILD_CUDA": "none"}, ["3.11", "3.12"]
+    for python in pythons:
+        timed(INV + ["build", "--path", str(checkout), "--python", python], env)
+    logs = Path(env["TORCHBUILD_PATHS_LOGS"]) / f"py{pythons[1]}-cpu-release"
+    stats = max(logs.glob("*.ccache-stats"), key=lambda p: p.stat().st_mtime).read_text()
+    hits = misses = 0
+    for block in stats.split("# ")[1:]:
+        source, _, counters = block.partition("\n")
+        if "minitorch/csrc/" in source or "CMakeFiles/" in source or "/Modules/" in source:
+            continue  # the Python part, and CMake's own compiler checks
+        hits += "direct_cache_hit" in counters or "preprocessed_cache_hit" in counters
+        misses += "cache_miss" in counters
+    rate = hits / (hits + misses) if hits + misses else 0.0
+    self.results["core cache hits, second Python"] = {"hits": hits, "compiles": hits + misses, "rate": rate,
+                                                      "target": ">= 0.95", "pythons": pythons}
+    print(f"core cache hits, second Python: {hits}/{hits + misses} = {rate:.2%} (target >= 95%)", flush=True)
