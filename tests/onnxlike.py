@@ -65,16 +65,19 @@ PyMODINIT_FUNC PyInit__greet(void) { return PyModule_Create(&module); }
 """
 
 
-def make_onnx_shaped_project(root: Path, builder: tuple[str, ...] = ("cmake", "--build", ".")) -> Path:
-    """The project as a git repo at `root` (one commit); returns `root`."""
+def make_onnx_shaped_project(root: Path, builder: tuple[str, ...] = ("cmake", "--build", "."),
+                             src_layout: bool = False) -> Path:
+    """The project as a git repo at `root` (one commit; `src_layout`: the package under src/); returns `root`."""
+    package = "src/greet" if src_layout else "greet"
     files = {
         "pyproject.toml": '[build-system]\nrequires = ["setuptools>=64", "ninja"]\n'
                           'build-backend = "setuptools.build_meta"\n',
-        "setup.py": SETUP.replace("{builder}", repr(list(builder))),
+        "setup.py": SETUP.replace("{builder}", repr(list(builder))).replace(
+            'packages=["greet"]', 'packages=["greet"]' + (', package_dir={"": "src"}' if src_layout else "")),
         "CMakeLists.txt": CMAKE,
         "src/module.cpp": MODULE,
         "src/core.cpp": "long core_count() { return 1; }\n",
-        "greet/__init__.py": "from ._greet import greet\n",
+        f"{package}/__init__.py": "from ._greet import greet\n",
         ".gitignore": "/.setuptools-cmake-build/\n/build/\n*.so\n*.egg-info/\n__pycache__/\n",
     }
     return write_repo(root, files, "greet: initial")

@@ -138,3 +138,19 @@ def test_a_tree_outside_build_gets_what_build_gets(tmp_path, monkeypatch):
     assert "CMAKE_BUILD_TYPE:STRING=Release" in (tree / "CMakeCache.txt").read_text()
     inv("clean", "--path", str(co), "--all", check=True)
     assert not tree.exists() and (co / "src/core.cpp").is_file()
+
+
+def test_a_package_under_src_is_up_to_date_when_nothing_changed(tmp_path, monkeypatch):
+    """The env's editable install names where the package is (src/greet): the no-op holds there too."""
+    from .onnxlike import make_onnx_shaped_project
+
+    for key, value in {"TORCHBUILD_PATHS_ENVS": tmp_path / "envs", "TORCHBUILD_PATHS_LOGS": tmp_path / "logs",
+                       "TORCHBUILD_BUILD_MIN_FREE_GB": "1", "TORCHBUILD_BUILD_CUDA": "none"}.items():
+        monkeypatch.setenv(key, str(value))
+    co = make_onnx_shaped_project(tmp_path / "co", src_layout=True)
+    inv("build", "--path", str(co), check=True, timeout=300)
+    assert "up to date: ninja has no work" in inv("build", "--path", str(co), check=True).stderr
+    python = tmp_path / "envs/py{}.{}/bin/python".format(*sys.version_info[:2])
+    done = subprocess.run([python, "-c", "import greet; print(greet.greet(), greet.__file__)"], cwd=tmp_path,
+                          capture_output=True, text=True, check=True).stdout.split()
+    assert done[:3] == ["hello", "release", "1"] and done[3] == str(co / "src/greet/__init__.py")

@@ -172,13 +172,13 @@ def installed(plan: Plan, marker: Mapping[str, object] | None = None) -> bool:
         kept = marker.get("env_files") if marker else None
         return isinstance(kept, dict) and bool(kept) and kept == env_files(plan) \
             and redirected_into(plan.env.prefix, plan.checkout)
-    package = plan.checkout / plan.package
-    if not package.is_dir() or not any(package.glob("*.so")):
-        return False
     served = set()
     for site in plan.env.prefix.glob("lib/python*/site-packages"):
         served |= serving(site, plan.package)
-    return served == {package.resolve()}
+    if len(served) != 1:
+        return False
+    (package,) = served  # the checkout's package folder, at its top (PyTorch) or under src/
+    return package.is_relative_to(plan.checkout.resolve()) and any(package.glob("*.so"))
 
 
 FINDER_MAPPING = re.compile(r"(?m)^MAPPING\s*(?::[^=\n]*)?=\s*(\{.*?\})\s*$")
