@@ -27,7 +27,7 @@ NESTED_DEPTH = 4  # build/temp.linux-x86_64-cpython-312/<ext>/: a tree build_ext
 
 def cache_entry(build: Path, name: str) -> str | None:
     """A variable's value in the tree's CMakeCache.txt (None: no cache, or not in it)."""
-    cache = build / "CMakeCache.txt"
+    cache = build / CACHE
     found = re.search(rf"(?m)^{re.escape(name)}:\w+=(.*)$", cache.read_text(errors="replace")) \
         if cache.is_file() else None
     return found.group(1).strip() if found else None
@@ -113,9 +113,9 @@ def generator(checkout: Path, ninja: str | None) -> tuple[str | None, str]:
     return NINJA, "CMake generator: Ninja (CMAKE_GENERATOR), so ninja can say when the build is up to date"
 
 
-def start_over(checkout: Path, build: Path) -> None:
+def start_over(checkout: Path) -> None:
     """Remove the CMakeCache.txt and CMakeFiles of build/ and every tree in the checkout (a known failure's
     `fresh` remedy; a tree the failed attempt made is not recorded yet, so this one looks)."""
-    for tree in [build, *scan(checkout)]:
+    for tree in [checkout / "build", *scan(checkout)]:
         (tree / CACHE).unlink(missing_ok=True)
         shutil.rmtree(tree / "CMakeFiles", ignore_errors=True)

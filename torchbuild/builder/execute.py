@@ -317,7 +317,7 @@ def _apply_remedies(found: list[Diagnosis], remedies: Mapping[str, str], build: 
             out.update(d.failure.remedy_set)
             what.append(" ".join(f"{k}={v}" for k, v in d.failure.remedy_set.items()))
         if d.failure.remedy_fresh:
-            cmaketrees.start_over(build.parent, build)
+            cmaketrees.start_over(build.parent)
             what.append("a fresh CMake configure (CMakeCache.txt removed)")
         message = f"known failure {d.id}: {d.explain}; remedy: {', '.join(what)}, building again"
         con.warn(message)

@@ -54,11 +54,9 @@ class Driver:
         return ()
 
     def develop(self, python: str, setuptools: str, build_type: str = "release") -> tuple[str, ...]:
-        """The editable install: PEP 660 through pip, in the env as it is (no isolation). `--use-pep517`: a
-        project without pyproject.toml (sentencepiece 0.1.99) too, where pip before 25 runs `setup.py develop`,
-        which setuptools 80 turns into a pip run with build isolation that hides the env from the build."""
+        """The editable install: PEP 660 through pip, in the env as it is (no isolation)."""
         settings = [f"--config-settings={k}={v}" for k, v in self.config_settings(build_type).items()]
-        return (python, "-m", "pip", "install", "-e", ".", "-v", "--no-build-isolation", "--use-pep517", *settings)
+        return (python, "-m", "pip", "install", "-e", ".", "-v", "--no-build-isolation", *settings)
 
     def wheel(self, python: str, dist: Path, setuptools: str = "", build_type: str = "release") -> tuple[str, ...]:
         """A wheel straight from the backend (no pip: its start-up and metadata step cost half a second)."""

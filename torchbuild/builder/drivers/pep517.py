@@ -9,3 +9,10 @@ from .base import Driver
 
 class Pep517(Driver):
     name = "PEP 517"
+
+    def develop(self, python: str, setuptools: str, build_type: str = "release") -> tuple[str, ...]:
+        """PEP 660 for a project without pyproject.toml too (`--use-pep517`; sentencepiece 0.1.99): pip before 25
+        runs `setup.py develop` there, which setuptools 80 turns into a pip run with build isolation that hides
+        the env (its cmake) from the build."""
+        plain = super().develop(python, setuptools, build_type)
+        return plain if (self.checkout / "pyproject.toml").is_file() else (*plain, "--use-pep517")
