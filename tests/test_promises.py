@@ -154,3 +154,37 @@ def test_a_package_under_src_is_up_to_date_when_nothing_changed(tmp_path, monkey
     done = subprocess.run([python, "-c", "import greet; print(greet.greet(), greet.__file__)"], cwd=tmp_path,
                           capture_output=True, text=True, check=True).stdout.split()
     assert done[:3] == ["hello", "release", "1"] and done[3] == str(co / "src/greet/__init__.py")
+
+
+def test_a_setup_py_whose_cmake_tree_pep660_throws_away_builds_in_place_and_keeps_it(tmp_path, monkeypatch):
+    """pybind's cmake_example shape: the first build is pip's (PEP 660 configures in a temporary build_temp); from
+    the second on, setuptools' in-place build with build/temp.torchbuild kept: the no-op is up to date, an edited
+    unit is the one compile, and a new file takes pip again."""
+    from .onnxlike import make_cmake_example_project
+
+    for key, value in {"TORCHBUILD_PATHS_ENVS": tmp_path / "envs", "TORCHBUILD_PATHS_LOGS": tmp_path / "logs",
+                       "TORCHBUILD_BUILD_MIN_FREE_GB": "1", "TORCHBUILD_BUILD_CUDA": "none"}.items():
+        monkeypatch.setenv(key, str(value))
+    co = make_cmake_example_project(tmp_path / "co")
+    kept = co / "build/temp.torchbuild/cmake_example/CMakeCache.txt"
+
+    def build() -> tuple[str, str]:
+        done = inv("build", "--path", str(co), check=True, timeout=300)
+        python = tmp_path / "envs/py{}.{}/bin/python".format(*sys.version_info[:2])
+        said = subprocess.run([python, "-c", "import cmake_example; print(cmake_example.add(1, 2))"], cwd=tmp_path,
+                              text=True, capture_output=True, check=True).stdout.strip()
+        return done.stderr, said
+
+    first, said = build()
+    assert said == "3" and "in-place build" not in first and not kept.exists()
+    second, said = build()
+    assert "setuptools' in-place build, keeps the tree, without pip" in second and said == "3" and kept.is_file()
+    noop, said = build()
+    assert "up to date: ninja has no work" in noop and said == "3"
+    main = co / "src/main.cpp"
+    main.write_text(main.read_text().replace("return i + j;", "return i + j + 10;"))
+    edited, said = build()
+    assert "in-place build" in edited and said == "13" and "compile: 1 step(s)" in edited
+    (co / "NOTES.txt").write_text("a new file\n")
+    new, said = build()
+    assert "the whole way through pip: NOTES.txt is new since the last build" in new and said == "13"

@@ -25,8 +25,10 @@ def make(kind: str, root: Path) -> Path:
 
 
 def shapes(self: Bench) -> None:
-    """Per shape: one first build each way (a new env or venv, the same requirements), then the no-op in
-    turns, torchbuild's `inv build` and the plain `pip install -e .` again, each measured `reps` times."""
+    """Per shape: one first build each way (a new env or venv, the same requirements), the second build once
+    (where setuptools' PEP 660 build threw the CMake tree away, torchbuild's first in-place build, which keeps
+    one), then the no-op in turns, torchbuild's `inv build` and the plain `pip install -e .` again, each
+    measured `reps` times."""
     for label, (kind, reqs) in SHAPES.items():
         work = self.work / f"shape-{kind}"
         ours_co, plain_co, venv = make(kind, work / "ours"), make(kind, work / "plain"), work / "venv"
@@ -41,6 +43,11 @@ def shapes(self: Bench) -> None:
         timed([*pip, "--upgrade", *reqs], self.env)
         timed([*pip, "--no-build-isolation", "-e", "."], plain_env, cwd=plain_co)
         first_plain = time.perf_counter() - start
+        second = (timed(INV + ["build", "--path", str(ours_co)], env),
+                  timed([*pip, "--no-build-isolation", "-e", "."], plain_env, cwd=plain_co))
+        self.record(f"second build, nothing changed, {label}", stats([second[0]]), stats([second[1]]), "-",
+                    "inv build (cmake_example's shape: its first build in place, the tree made)",
+                    "pip install -e . --no-build-isolation again")
         pairs = [(timed(INV + ["build", "--path", str(ours_co)], env),
                   timed([*pip, "--no-build-isolation", "-e", "."], plain_env, cwd=plain_co)) for _ in range(self.reps)]
         self.record_pairs(f"no-op, {label}", pairs, "<= 0.3", "inv build, nothing changed",

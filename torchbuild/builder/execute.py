@@ -10,6 +10,7 @@ the first options forever; the 2.9+ setup.py pops CMAKE_FRESH before reading it)
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -23,7 +24,7 @@ from ..errors import CommandError, TorchbuildError
 from ..progress import Tracker
 from ..run import format_command, merged_env, run
 from ..toolchain import linkers
-from . import cmaketrees, outputs, profile, record, shortcut
+from . import cmaketrees, inplace, outputs, profile, record, shortcut
 from .cachestats import miss_reasons, parse_sccache_stats, parse_stats_log
 from .explain import remember
 from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
@@ -129,8 +130,15 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
             result.up_to_date = True
             result.wheel = kept
             return result
-        quick = None
-        if same and tree is not None and opts.shortcut and marker is not None and not plan.changes.get(
+        quick, quick_in = None, build
+        if same and tree is not None and opts.shortcut and marker is not None and plan.in_place \
+                and inplace.thrown_away(trees, checkout):
+            why = inplace.refusal(checkout, marker, tree)
+            quick, quick_in = ([list(plan.in_place)] if why is None else None), checkout
+            con.info(f"its editable build configures CMake in a temporary build_temp: `setup.py "
+                     f"{' '.join(plan.in_place[2:])}`, setuptools' in-place build, keeps the tree, without pip "
+                     "(--rerun goes the whole way)" if quick else f"the whole way through pip: {why}")
+        elif same and tree is not None and opts.shortcut and marker is not None and not plan.changes.get(
                 "BUILD_PYTHON_ONLY"):
             into = env_install_dir(plan)
             why = "the editable install is not in the env" if plan.env_install and into is None else \
@@ -164,8 +172,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                 check=False)
         tracker = Tracker()
         unused = UnusedVariables()
-        ninja_log = build / ".ninja_log"
-        offset = ninja_log.stat().st_size if ninja_log.exists() else 0
+        logged = ninja_logs([build, *trees])
         probed = record.start(plan, base_env)
         jobs = f"MAX_JOBS={plan.changes['MAX_JOBS']}" if plan.changes.get("MAX_JOBS") else "the jobserver's jobs"
         con.info(f"building {plan.key} with {jobs}; log: {plan.log}")
@@ -182,7 +189,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                     try:
                         with job_slots(plan) as (changes, waited):
                             result.waited_for_jobs += waited
-                            for argv, cwd in [*([(with_jobs(q, changes), build) for q in quick] if quick else
+                            for argv, cwd in [*([(with_jobs(q, changes), quick_in) for q in quick] if quick else
                                                 [(list(plan.command), checkout)]),
                                               *([(list(plan.after), checkout)] if plan.after and not quick else [])]:
                                 log.write(format_command(argv, base_env, plan.changes, cwd) + "\n")
@@ -218,19 +225,22 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                      f"the build went on without it (CMake's warning is in {plan.log})")
         finished(checkout)
         made = newest_wheel(plan.dist, wheels_before) if plan.dist else None
+        files = dict(outputs.record(checkout, build, before, files))
         write_marker(build, plan.key, plan.configure, stamp if made or not plan.wheel else None, remedies, made,
-                     outputs.record(checkout, build, before, files), tree,
-                     env_files(plan) if plan.outputs_in_env else None)
+                     files, tree, env_files(plan) if plan.outputs_in_env else None)
         if plan.stats_log.exists():
             result.hits, result.misses, result.remote_hits = parse_stats_log(plan.stats_log.read_text())
         elif sccache:
             stats = run([sccache, "--stop-server"], env=plan.changes, base_env=base_env, capture=True, echo=False,
                         check=False).stdout
             result.hits, result.misses = parse_sccache_stats(stats)
-        steps = profile.ninja_steps(ninja_log, offset, command_start)
+        steps = [step for tree_, (inode, _) in ninja_logs(cmaketrees.found(checkout, build, files)).items()
+                 for step in profile.ninja_steps(tree_ / ".ninja_log", logged[tree_][1] if logged.get(
+                     tree_, (-1, 0))[0] == inode else sys.maxsize, command_start)]
         remember(build, steps)
-        spans = profile.phases(timeline, command_start, command_end, time.time(), "cmake --build" if quick else
-                               "setup.py" if "setup.py" in plan.command[1:3] else "pip and the backend")
+        spans = profile.phases(timeline, command_start, command_end, time.time(),
+                               ("build_ext in place" if quick_in == checkout else "cmake --build") if quick else
+                               "setup.py" if "setup.py" in plan.command[1:3] else "pip and the backend", steps)
         result.profile = profile.write(plan.log, steps, spans, profile.summarise(
             steps, spans, result.hits, result.misses, watch.peak.per_compiler), f"{plan.key} {plan.log.stem}")
         result.profile["why the cache missed"] = miss_reasons(
@@ -244,6 +254,18 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
     result.package = package_name(checkout, plan.env.prefix)  # the build installed the project: ask the env
     result.wheel = made
     return result
+
+
+def ninja_logs(trees: list[Path]) -> dict[Path, tuple[int, int]]:
+    """Each tree's .ninja_log by (inode, size): the build's steps are what a log that is still the same file
+    has after that size; a log new or rewritten since (CMake's configure runs `ninja -t recompact`), those
+    ninja ran since the build began."""
+    out = {}
+    for tree in trees:
+        with contextlib.suppress(OSError):
+            st = (tree / ".ninja_log").stat()
+            out[tree] = (st.st_ino, st.st_size)
+    return out
 
 
 def linker_trial(plan: Plan, build: Path, steps: list[profile.Step], base_env: Mapping[str, str]) -> None:

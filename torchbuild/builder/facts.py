@@ -22,7 +22,7 @@ from ..toolchain.cuda import Toolkit
 from ..toolchain.linkers import Linker
 from . import cmaketrees
 from .drivers import detect
-from .drivers.pep517 import Pep517
+from .drivers.pep517 import Pep517, calls_cmake
 from .drivers.setuptools_era import SetuptoolsEra
 from .drivers.skbuild import ScikitBuildCore
 from .request import BuildRequest, drives_cmake
@@ -218,13 +218,6 @@ def remote_url(cfg: Config, env: Mapping[str, str]) -> str | None:
 
 CUDA_USE = re.compile(r"\bCUDA\b|CUDAToolkit|CUDAExtension|\bcuda_add_|\.cu\b")
 NOT_THE_PROJECTS = {".git", "build", "dist", "third_party", "external", "extern", "node_modules", ".torchbuild"}
-
-
-def calls_cmake(checkout: Path) -> bool:
-    """Whether the build runs CMake: a CMakeLists.txt at the top, or a setup.py that names cmake."""
-    setup = checkout / "setup.py"
-    return (checkout / "CMakeLists.txt").is_file() or \
-        (setup.is_file() and "cmake" in setup.read_text(errors="replace").lower())
 
 
 def uses_cuda(checkout: Path) -> bool:

@@ -67,6 +67,7 @@ class Plan:
     outputs_in_env: bool = False  # its editable install copies the compiled outputs into the env (scikit-build-core)
     env_install: tuple[str, bool] | None = None  # with outputs_in_env: the folder in site-packages, and strip
     after: tuple[str, ...] = ()  # the checkout's step after the editable install (PyTorch main's native-AOT stage 2)
+    in_place: tuple[str, ...] = ()  # setuptools' in-place build, standing in for the editable one (inplace.py)
 
 
 
@@ -229,7 +230,8 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
                 log, stats_log, jobs_reason, tuple(notes), opts.wheel, dist if opts.wheel else None, launcher,
                 package_name(checkout), facts.jobserver, joins, shims, inputs, facts.linker_trial,
                 cfg.cache_root / "linkers.json", driver.describe(), driver.outputs_in_env and not opts.wheel,
-                driver.env_install(opts.build_type), after_install(driver, env, toolkit, opts.wheel, full))
+                driver.env_install(opts.build_type), after_install(driver, env, toolkit, opts.wheel, full),
+                () if opts.wheel else driver.in_place(str(env.python)))
 
 
 def after_install(driver: Driver, env: EnvChoice, toolkit: Toolkit | None, wheel: bool,

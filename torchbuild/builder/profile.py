@@ -17,6 +17,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
 MARKS = [  # (first line of a phase, phase); a phase runs until the next one starts
     (re.compile(r"^-- (The (C|CXX) compiler identification|Configuring|Detecting)"), "configure"),
@@ -121,10 +122,17 @@ def lanes(steps: list[Step]) -> list[int]:
 
 
 def phases(timeline: Timeline, command_start: float, command_end: float, finished: float,
-           command: str = "setup.py") -> list[tuple[str, float, float]]:
-    """(phase, start, end): torchbuild's preparation, the build command's phases, then the record."""
+           command: str = "setup.py", steps: Iterable[Step] = ()) -> list[tuple[str, float, float]]:
+    """(phase, start, end): torchbuild's preparation, the build command's phases, then the record. Ninja
+    prints a step's line when the step ends (its output is not a terminal): compiling starts with the
+    first step ninja's log records, where that is earlier."""
     out = [("prepare", timeline.started, command_start)]
     marks = [(t, p) for t, p in timeline.marks if command_start <= t <= command_end]
+    first_step = min((s.start for s in steps if command_start <= s.start), default=None)
+    compiling = next((i for i, (_, p) in enumerate(marks) if p == "compile and link"), None)
+    if first_step is not None and compiling is not None and first_step < marks[compiling][0]:
+        earlier = max((t for t, _ in marks[:compiling]), default=command_start)
+        marks[compiling] = (max(first_step, earlier), marks[compiling][1])
     if marks and marks[0][1] == FAILED:  # a retried build: its phases are the last attempt's, once
         out.append((FAILED, command_start, marks[0][0]))
         command_start, marks = marks[0][0], marks[1:]

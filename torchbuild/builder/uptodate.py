@@ -32,8 +32,8 @@ def inputs_stamp(plan: Plan) -> str:
     The core of a split build is the same for every Python: its env's interpreter does not count."""
 
     files = []
-    for name in ("setup.py", "pyproject.toml", "version.txt", "requirements.txt", "requirements-build.txt",
-                 "CMakeLists.txt", ".gitmodules"):
+    for name in ("setup.py", "pyproject.toml", "setup.cfg", "MANIFEST.in", "version.txt", "requirements.txt",
+                 "requirements-build.txt", "CMakeLists.txt", ".gitmodules"):
         path = plan.checkout / name
         if path.exists():
             st = path.stat()
@@ -177,8 +177,9 @@ def installed(plan: Plan, marker: Mapping[str, object] | None = None) -> bool:
         served |= serving(site, plan.package)
     if len(served) != 1:
         return False
-    (package,) = served  # the checkout's package folder, at its top (PyTorch) or under src/
-    return package.is_relative_to(plan.checkout.resolve()) and any(package.glob("*.so"))
+    (package,) = served  # the checkout's package folder (at its top, PyTorch, or under src/), or its module
+    return package.is_relative_to(plan.checkout.resolve()) and any(
+        [*package.glob("*.so"), *package.parent.glob(f"{package.name}.*.so")])
 
 
 FINDER_MAPPING = re.compile(r"(?m)^MAPPING\s*(?::[^=\n]*)?=\s*(\{.*?\})\s*$")

@@ -53,6 +53,10 @@ class Driver:
         """The checkout's own step after an editable install of a CUDA build (() for none)."""
         return ()
 
+    def in_place(self, python: str) -> tuple[str, ...]:
+        """The backend's own in-place build that can stand in for the editable install's rebuild (() for none)."""
+        return ()
+
     def develop(self, python: str, setuptools: str, build_type: str = "release") -> tuple[str, ...]:
         """The editable install: PEP 660 through pip, in the env as it is (no isolation)."""
         settings = [f"--config-settings={k}={v}" for k, v in self.config_settings(build_type).items()]

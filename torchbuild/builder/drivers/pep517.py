@@ -4,7 +4,18 @@ where a backend has no PEP 660 hook); a wheel from the backend."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .base import Driver
+
+KEPT_BUILD_TEMP = "build/temp.torchbuild"  # the in-place build's build_temp: inside build/, so per configuration
+
+
+def calls_cmake(checkout: Path) -> bool:
+    """Whether the build runs CMake: a CMakeLists.txt at the top, or a setup.py that names cmake."""
+    setup = checkout / "setup.py"
+    return (checkout / "CMakeLists.txt").is_file() or \
+        (setup.is_file() and "cmake" in setup.read_text(errors="replace").lower())
 
 
 class Pep517(Driver):
@@ -16,3 +27,11 @@ class Pep517(Driver):
         the env (its cmake) from the build."""
         plain = super().develop(python, setuptools, build_type)
         return plain if (self.checkout / "pyproject.toml").is_file() else (*plain, "--use-pep517")
+
+    def in_place(self, python: str) -> tuple[str, ...]:
+        """setuptools' own in-place build of the extensions with a kept build_temp, for a setup.py whose
+        build_ext runs CMake (inplace.py says when it stands in for the editable install)."""
+        if not self.backend.startswith("setuptools.build_meta") or not (self.checkout / "setup.py").is_file() \
+                or not calls_cmake(self.checkout):
+            return ()
+        return (python, "setup.py", "build_ext", "--inplace", "--force", "--build-temp", KEPT_BUILD_TEMP)

@@ -1,0 +1,42 @@
+"""A setuptools project whose build_ext runs CMake in build_temp (pybind's cmake_example): under PEP 660,
+setuptools' editable_wheel points build_temp at a new temporary folder on every build, so the project's
+CMake tree is thrown away and each build configures, compiles (from the compiler cache at best) and links
+from nothing. Once the editable install maps the checkout, torchbuild runs the project's own build_ext
+in place instead (`setup.py build_ext --inplace`, setuptools' in-place build, with build_temp kept inside
+build/): CMake's tree stays, ninja rebuilds what changed, and a no-op is "up to date". build_ext is all
+such a rebuild runs under pip too; what it leaves out is the install's metadata and mapping, so pip
+goes the whole way again where those could change: a file the inputs stamp holds (setup.py,
+pyproject.toml, setup.cfg, ...), a new or deleted file, --rerun. `--force` recompiles any extension
+setuptools builds itself (its own check skips a unit whose header changed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from ..run import run
+from .drivers.pep517 import KEPT_BUILD_TEMP
+from .shortcut import changed_since
+
+
+def thrown_away(trees: Iterable[Path], checkout: Path) -> bool:
+    """Whether the project's CMake trees are nowhere in the checkout but the kept build_temp (its editable
+    builds configure in setuptools' temporary folder), so building in place is what keeps one."""
+    kept = (checkout / KEPT_BUILD_TEMP).resolve()
+    return all(tree.resolve().is_relative_to(kept) for tree in trees)
+
+
+def refusal(checkout: Path, marker: Mapping[str, object], now: Mapping[str, object]) -> str | None:
+    """Why the in-place build would not leave what pip's editable install leaves (None: it would). The
+    caller has checked the stamp and the install."""
+    before = marker.get("worktree")
+    if not isinstance(before, dict):
+        return "the last build did not record the working tree"
+    changed = changed_since(before, now)
+    gone = [p for p in changed if now.get(p) is None]
+    if gone:
+        return f"{gone[0]} was deleted since the last build: the install's files may change"
+    tracked = set(run(["git", "ls-files", "-z", "--", *changed], cwd=checkout, capture=True, echo=False,
+                      check=False).stdout.split("\0")) if changed else set()
+    new = [p for p in changed if p not in tracked]
+    return f"{new[0]} is new since the last build: the install's mapping may change" if new else None
