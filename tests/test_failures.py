@@ -42,7 +42,7 @@ def cmake_project(root: Path, body: str, minimum: str = "3.18") -> Path:
 def cmake4(tmp_path_factory) -> Path:
     """CMake 4.x from PyPI, in a venv of its own (what a managed env gets for `cmake`)."""
     venv = tmp_path_factory.mktemp("cmake4") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "virtualenv", "-q", str(venv)], check=True)
     subprocess.run([str(venv / "bin/python"), "-m", "pip", "install", "-q", "cmake>=4"], check=True)
     return venv / "bin" / "cmake"
 

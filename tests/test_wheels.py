@@ -29,7 +29,7 @@ def test_a_reinstall_replaces_the_old_files_and_pip_sees_one_version(tmp_path):
     old = make_wheel(tmp_path, "1.0", {"__init__.py": "def hello(): print('one')\n", "gone.py": "X = 1\n"})
     new = make_wheel(tmp_path, "2.0", {"__init__.py": "def hello(): print('two')\n"})
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "virtualenv", "-q", str(venv)], check=True)
     python = venv / "bin" / "python"
 
     site = install([old], python)

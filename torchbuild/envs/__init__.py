@@ -9,10 +9,12 @@ the env's own pip.conf / .condarc, never into the user's files.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
 import shutil
+import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -240,10 +242,7 @@ def _make(backend: str, exe: str, python: Python, prefix: Path, cfg: Config, req
     editable wheel without `wheel`)."""
     py = prefix / "bin" / "python"
     if backend == "venv":
-        if not python.venv:
-            raise TorchbuildError(f"Python {python.version} at {python.path} cannot create venvs (no venv/ensurepip)",
-                                  "install its venv package (apt-get install python3-venv), or use --backend uv")
-        run([str(python.path), "-m", "venv", str(prefix)])
+        run(venv_command(python, prefix))
         private(prefix / "pip.conf", pip_conf(cfg))
         pin = pip_bootstrap(python.version)
         pip = [str(py), "-m", "pip", "--disable-pip-version-check"]
@@ -267,6 +266,20 @@ def _make(backend: str, exe: str, python: Python, prefix: Path, cfg: Config, req
         _install([str(py), "-m", "pip", *PIP_INSTALL, "--upgrade"], reqs, python.version,
                  {"PIP_CONFIG_FILE": str(prefix / "pip.conf")})
     return py
+
+
+def venv_command(python: Python, prefix: Path) -> list[str]:
+    """How a venv is made: by virtualenv (nox's own, so always here) for Python 3.9+, which seeds pip from its
+    wheel cache in a fraction of a second where `python -m venv` runs ensurepip for three; by the Python's
+    own venv module for older ones (virtualenv ships no pip for them)."""
+    major, minor = (int(x) for x in python.version.split(".")[:2])
+    if (major, minor) >= (3, 9) and importlib.util.find_spec("virtualenv") is not None:
+        return [sys.executable, "-m", "virtualenv", "--quiet", "--no-periodic-update", "--python", str(python.path),
+                str(prefix)]
+    if not python.venv:
+        raise TorchbuildError(f"Python {python.version} at {python.path} cannot create venvs (no venv/ensurepip)",
+                              "install its venv package (apt-get install python3-venv), or use --backend uv")
+    return [str(python.path), "-m", "venv", str(prefix)]
 
 
 UNREACHABLE = re.compile(r"Failed to establish a new connection[^'\"]*|Connection refused|Name or service not known|"
