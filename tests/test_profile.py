@@ -40,14 +40,14 @@ def test_a_build_shows_keeps_and_draws_where_its_time_went(small_demo, monkeypat
     (trace_file,) = logs.rglob("*.trace.json")
     events = json.loads(trace_file.read_text())["traceEvents"]
     compiles = [e for e in events if e.get("cat") == "compile"]
-    assert len(compiles) == 8  # 4 units, checksum, fbgemm, api and the bindings' module: each a bar
+    assert len(compiles) == 9  # 4 units, checksum, fbgemm, api, the attention kernel, the bindings' module
     assert {e["tid"] for e in events if e.get("cat") in ("compile", "link")} <= {1, 2}  # at most MAX_JOBS=2 lanes
     assert {"configure", "compile and link", "install", "build_ext"} <= {e["name"] for e in events
                                                                           if e.get("cat") == "phase"}
     page = trace_file.with_name(trace_file.name.replace(".trace.json", ".profile.html")).read_text()
     assert "<svg" in page and "unit_00.cpp.o" in page
     (kept,) = logs.rglob("*.record.json")
-    assert json.loads(kept.read_text())["profile"]["compile"]["steps"] == 8
+    assert json.loads(kept.read_text())["profile"]["compile"]["steps"] == 9
     shown = build(small_demo, "--profile")
     assert "slowest units" in shown.output and str(trace_file) in shown.output
     again = build(small_demo, "--cuda", "none")  # up to date: nothing runs, nothing is profiled

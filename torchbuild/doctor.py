@@ -103,7 +103,7 @@ def gather(cfg: Config, env: Mapping[str, str]) -> Facts:
             submodules=subs.result(),
             checkout=checkout,
             torch_version=compat.checkout_version(checkout),
-            memory=system.available_memory(),
+            memory=system.available_memory(cfg.build.memory_gb),
             cpus=os.cpu_count() or 1,
             disk={str(checkout): system.free_disk(checkout), str(cfg.cache_root): system.free_disk(cfg.cache_root)},
             min_free_gb=cfg.build.min_free_gb,

@@ -159,7 +159,7 @@ def budget(cfg: Config, pairs: list[tuple[str, str]]) -> tuple[int, str]:
     from .builder.plan import remote_slots
     from .toolchain import system
 
-    chosen = system.choose_jobs(os.cpu_count() or 1, system.available_memory(),
+    chosen = system.choose_jobs(os.cpu_count() or 1, system.available_memory(cfg.build.memory_gb),
                                 any(c not in ("none", "cpu") for _, c in pairs))
     if cfg.build.jobs:
         return cfg.build.jobs, f"{cfg.build.jobs} (build.jobs)"

@@ -24,7 +24,7 @@ from ..errors import CommandError, TorchbuildError
 from ..progress import Tracker
 from ..run import format_command, merged_env, run
 from ..toolchain import linkers
-from . import cmaketrees, inplace, outputs, profile, record, shortcut
+from . import cmaketrees, inplace, outputs, pools, profile, record, shortcut
 from .cachestats import miss_reasons, parse_sccache_stats, parse_stats_log
 from .explain import remember
 from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
@@ -130,6 +130,10 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
             result.up_to_date = True
             result.wheel = kept
             return result
+        plan, pooled = pools.with_pool(plan, trees, linkers.cmake_version(
+            plan.env.prefix, merged_env(base_env, plan.changes), plan.linker_memory) if plan.forwards_cmake else None)
+        if pooled:
+            con.info(pooled)
         quick, quick_in = None, build
         if same and tree is not None and opts.shortcut and marker is not None and plan.in_place \
                 and inplace.thrown_away(trees, checkout):
@@ -238,6 +242,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                  for step in profile.ninja_steps(tree_ / ".ninja_log", logged[tree_][1] if logged.get(
                      tree_, (-1, 0))[0] == inode else sys.maxsize, command_start)]
         remember(build, steps)
+        pools.remember(cmaketrees.found(checkout, build, files), watch.peak.per_unit)
         spans = profile.phases(timeline, command_start, command_end, time.time(),
                                ("build_ext in place" if quick_in == checkout else "cmake --build") if quick else
                                "setup.py" if "setup.py" in plan.command[1:3] else "pip and the backend", steps)

@@ -20,7 +20,7 @@ from ..errors import TorchbuildError
 from ..toolchain import compilers, cuda, gpu, linkers, search_path, system
 from ..toolchain.cuda import Toolkit
 from ..toolchain.linkers import Linker
-from . import cmaketrees
+from . import cmaketrees, pools
 from .drivers import detect
 from .drivers.pep517 import Pep517, calls_cmake
 from .drivers.setuptools_era import SetuptoolsEra
@@ -48,6 +48,7 @@ class BuildFacts:
     cmake_version: str | None = None  # the build's cmake (CMAKE_LINKER_TYPE needs 3.29)
     linker_trial: tuple[Linker, ...] = ()  # the linkers to time on this build's longest link (auto, no trial yet)
     generator: str | None = None  # CMAKE_GENERATOR for a project whose build names none (cmaketrees.generator)
+    unit_peaks: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # by configuration (pools.recorded)
 
 
 def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildFacts:
@@ -103,7 +104,7 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
                       find_launcher(cfg, choice.prefix, env), find_distcc(cfg, env), remote_url(cfg, env),
                       tuple(notes), fifo, joins, shims, git.buildclones.cached(git.tools(cfg)[1], checkout),
                       linker, linkers.cmake_version(choice.prefix, env, remembered) if linker else None, trial,
-                      generator)
+                      generator, pools.recorded(checkout))
 
 
 def ninja_version(prefix: Path, env: Mapping[str, str]) -> str | None:

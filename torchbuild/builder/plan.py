@@ -22,6 +22,7 @@ from ..toolchain.cuda import Toolkit
 from ..toolchain.linkers import Linker
 from .drivers import Driver, detect
 from .facts import BuildFacts
+from .pools import per_job
 from .request import BuildRequest
 
 # Environment that changes what CMake configures: PyTorch's setup.py forwards every BUILD_*/USE_*/CMAKE_*
@@ -67,6 +68,8 @@ class Plan:
     outputs_in_env: bool = False  # its editable install copies the compiled outputs into the env (scikit-build-core)
     env_install: tuple[str, bool] | None = None  # with outputs_in_env: the folder in site-packages, and strip
     after: tuple[str, ...] = ()  # the checkout's step after the editable install (PyTorch main's native-AOT stage 2)
+    forwards_cmake: bool = False  # the build passes CMAKE_* variables on to CMake (pools.py)
+    memory: int = 0  # bytes the build may use (build.memory_gb, the cgroup, MemAvailable) at planning
     in_place: tuple[str, ...] = ()  # setuptools' in-place build, standing in for the editable one (inplace.py)
 
 
@@ -134,11 +137,12 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
         notes.append(f"TORCH_CUDA_ARCH_LIST={arch} ({source})")
         if facts.host_cxx:
             changes["CUDAHOSTCXX"] = facts.host_cxx
-    jobs = opts.jobs
+    jobs, memory = opts.jobs, system.available_memory(cfg.build.memory_gb)
     if jobs:
         jobs_reason = f"{jobs} (--jobs / build.jobs)"
     else:
-        chosen = system.choose_jobs(os.cpu_count() or 1, system.available_memory(), toolkit is not None)
+        chosen = system.choose_jobs(os.cpu_count() or 1, memory, toolkit is not None,
+                                    per_job(facts.unit_peaks.get(key, {})))
         jobs, jobs_reason = chosen.jobs, chosen.reason
         if facts.distcc:  # remote slots compile; only preprocessing and linking stay here
             slots = remote_slots(cfg.build.hosts)
@@ -231,6 +235,7 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
                 package_name(checkout), facts.jobserver, joins, shims, inputs, facts.linker_trial,
                 cfg.cache_root / "linkers.json", driver.describe(), driver.outputs_in_env and not opts.wheel,
                 driver.env_install(opts.build_type), after_install(driver, env, toolkit, opts.wheel, full),
+                driver.forwards_cmake_variables(), memory,
                 () if opts.wheel else driver.in_place(str(env.python)))
 
 

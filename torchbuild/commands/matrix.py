@@ -74,7 +74,7 @@ def matrix(cfg: Config, failed: bool = False, sessions: Sequence[str] = (), forc
         con.result(f"command: (cd {cfg.root} && {' '.join(argv)})")
         con.info(f"--dry-run: {len(todo)} session(s) would run; nothing was run")
         return 0
-    free = system.available_memory()
+    free = system.available_memory(cfg.build.memory_gb)
     start = time.monotonic()
     outer = os.environ.get("MAKEFLAGS", "")  # under `make -j`: take part in make's budget instead
     served = jobserver.serve(jobs) if jobserver.fifo_of(outer) is None else contextlib.nullcontext(outer)

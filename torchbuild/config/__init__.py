@@ -109,6 +109,8 @@ class BuildConfig:
     arch: str | None = _spec(None, "str?", "TORCH_CUDA_ARCH_LIST (default: local GPUs, else the toolkit's)")
     ccache: bool = _spec(True, "bool", "use ccache/sccache when found")
     min_free_gb: float = _spec(30.0, "float", "refuse to build below this much free disk", min=0)
+    memory_gb: float = _spec(0.0, "float", "memory the build may use, for MAX_JOBS and the memory pool (0: what "
+                                          "the machine has free, within its cgroup's limit)", min=0)
     confirm_over: float = _spec(10.0, "float", "minutes: a build estimated longer asks first on a terminal "
                                 "(--yes or no terminal: never)", min=0)
     distributed: str = _spec("none", "choice", "distributed compiling: none, or distcc (ccache in front of it)",

@@ -53,6 +53,10 @@ class Driver:
         """The checkout's own step after an editable install of a CUDA build (() for none)."""
         return ()
 
+    def forwards_cmake_variables(self) -> bool:
+        """Whether the build passes the environment's CMAKE_* variables on to CMake as -D (PyTorch's does)."""
+        return False
+
     def in_place(self, python: str) -> tuple[str, ...]:
         """The backend's own in-place build that can stand in for the editable install's rebuild (() for none)."""
         return ()

@@ -25,6 +25,9 @@ class SetuptoolsEra(Driver):
         text = setup.read_text(errors="replace")
         return (checkout / "tools" / "setup_helpers").is_dir() or "BUILD_LIBTORCH_WHL" in text
 
+    def forwards_cmake_variables(self) -> bool:
+        return True  # tools/setup_helpers/cmake.py, at configure time
+
     def legacy(self, setuptools: str) -> bool:
         """Whether this release's own way is `setup.py develop` / `bdist_wheel` (no redirect to pip in its
         setup.py, and a setuptools older than 80, which made develop a wrapper of pip, #152276)."""

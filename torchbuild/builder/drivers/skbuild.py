@@ -33,6 +33,9 @@ class ScikitBuildCore(Driver):
         """PyTorch's own files of this era: the CMake module that forwards the environment."""
         return (checkout / "cmake" / "EnvVarForwarding.cmake").is_file() or (checkout / "tools" / "metadata").is_dir()
 
+    def forwards_cmake_variables(self) -> bool:
+        return self.is_pytorch(self.checkout)  # cmake/EnvVarForwarding.cmake, at every configure
+
     def config_settings(self, build_type: str) -> dict[str, str]:
         """The kept tree, and the build type (scikit-build-core reads neither DEBUG nor REL_WITH_DEB_INFO;
         PyTorch's pyproject maps them to the same setting through [[tool.scikit-build.overrides]])."""

@@ -1,0 +1,212 @@
+"""Memory-aware scheduling: a tree's compile steps that needed more than their share of the memory free at
+the start (MAX_JOBS jobs sharing it) go into one ninja job pool on its next builds, so the others keep
+MAX_JOBS instead of the whole build being throttled for a few (PyTorch's flash-attention units, 4.5-5.3 GB
+each, #124018) or killed by the OOM killer.
+
+Each build keeps its units' peaks in the tree (usage.py samples the compilers under each object file).
+The pool reaches CMake through `CMAKE_PROJECT_INCLUDE`, which PyTorch's build passes on as it passes every
+`CMAKE_*` variable (tools/setup_helpers/cmake.py at configure time; cmake/EnvVarForwarding.cmake at every
+configure): the included file declares the pool (`JOB_POOLS`) and sets `JOB_POOL_COMPILE` on each heavy
+source, a source property since CMake 4.2 (a target's is all or nothing: flash-attention is part of
+torch_cuda). The file is a CMake input, so a changed set of units makes ninja re-run CMake by itself;
+the depth, from the memory free at each start, is written into the generated rules.ninja directly. With
+CMake older than 4.2, MAX_JOBS comes down for every step instead, as far as the heaviest unit needs. MAX_JOBS
+itself is planned with what the tree's units needed (half again their median) once a build recorded them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import statistics
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+from .trees import read_marker, trees_dir
+
+if TYPE_CHECKING:
+    from .plan import Plan
+
+NAME = "torchbuild_heavy"
+PEAKS = ".torchbuild-step-memory.json"  # in a tree: each object file's peak, bytes (the most seen)
+PER_SOURCE_FROM = (4, 2)  # CMake's first version with JOB_POOL_COMPILE on a source file
+MIB = 2 ** 20
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The heavy units (object file -> peak bytes) and how many of them may compile at once."""
+
+    units: Mapping[str, int]
+    depth: int
+    share: int  # bytes: the memory free at the start over MAX_JOBS
+
+    def said(self, jobs: int) -> str:
+        named = ", ".join(f"{Path(u).name} {p / MIB:.0f} MiB" for u, p in sorted(
+            self.units.items(), key=lambda x: -x[1])[:3]) + (" ..." if len(self.units) > 3 else "")
+        return (f"memory pool {NAME}: {len(self.units)} unit(s) needed more than their share of the memory free "
+                f"({self.share / MIB:.0f} MiB a job at MAX_JOBS={jobs}: {named}): at most {self.depth} of them at "
+                f"once, every other step keeps MAX_JOBS={jobs}")
+
+
+def plan_pool(peaks: Mapping[str, int], available: int, jobs: int) -> Pool | None:
+    """The pool for these peaks (None: every unit fits its share). Its depth keeps the worst case, `depth`
+    heavy units beside `jobs - depth` typical ones, within the memory free."""
+    share = available // max(1, jobs)
+    heavy = {unit: peak for unit, peak in peaks.items() if peak > share}
+    if not heavy:
+        return None
+    light = [peak for unit, peak in peaks.items() if unit not in heavy]
+    typical = int(statistics.median(light)) if light else 0
+    heaviest = max(heavy.values())
+    fits = (available - jobs * typical) // max(1, heaviest - typical)
+    return Pool(heavy, max(1, min(jobs - 1 if jobs > 1 else 1, int(fits))), share)
+
+
+def jobs_for_all(peaks: Mapping[str, int], available: int, jobs: int) -> int:
+    """MAX_JOBS where no pool can be had: as many of the heaviest unit as the memory free holds."""
+    heaviest = max(peaks.values(), default=0)
+    return max(1, min(jobs, available // heaviest)) if heaviest else jobs
+
+
+def recorded(checkout: Path) -> dict[str, dict[str, int]]:
+    """Each configuration's recorded unit peaks, by its key: the tree in build/ and the kept ones."""
+    out = {}
+    for tree in [checkout / "build", *sorted(trees_dir(checkout).glob("*"))]:
+        marker = read_marker(tree) if tree.is_dir() else None
+        peaks = peaks_of(tree) if marker else {}
+        if marker and peaks:
+            out[str(marker.get("key"))] = peaks
+    return out
+
+
+def per_job(peaks: Mapping[str, int]) -> int | None:
+    """Bytes to plan a compile job with, from a tree's recorded units: half again their median (the heavy
+    few go into the pool); None before any was recorded."""
+    return int(statistics.median(peaks.values()) * 1.5) if peaks else None
+
+
+def peaks_of(tree: Path) -> dict[str, int]:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        return {str(k): int(v) for k, v in json.loads((tree / PEAKS).read_text()).items()}
+    return {}
+
+
+def remember(trees: Iterable[Path], per_unit: Mapping[str, int]) -> None:
+    """Keep each unit's peak (the most seen) in the tree that holds its object file."""
+    for tree in trees:
+        mine = {u: p for u, p in per_unit.items() if (tree / u).exists()}
+        if not mine:
+            continue
+        kept = peaks_of(tree)
+        for unit, peak in mine.items():
+            kept[unit] = max(peak, kept.get(unit, 0))
+        with contextlib.suppress(OSError):
+            (tree / PEAKS).write_text(json.dumps(kept, indent=0, sort_keys=True))
+
+
+TARGET_DIR = re.compile(r"(?:^|/)CMakeFiles/([^/]+)\.dir/")
+
+
+def sources(tree: Path, units: Iterable[str]) -> dict[str, str]:
+    """Each unit's source file and the target it compiles for (compile_commands.json's `output`; the target
+    from CMake's object path `CMakeFiles/<target>.dir/`): {source: target}."""
+    wanted, found = {os.path.normpath(tree / u) for u in units}, {}
+    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+        for entry in json.loads((tree / "compile_commands.json").read_text()):
+            output = os.path.normpath(Path(entry["directory"], entry.get("output") or ""))  # relative or not
+            target = TARGET_DIR.search(output)
+            if output in wanted and target:
+                found[os.path.normpath(Path(entry["directory"], entry["file"]))] = target.group(1)
+    return found
+
+
+def include_text(depth: int, heavy: Mapping[str, str]) -> str:
+    """The CMake file CMAKE_PROJECT_INCLUDE names: the pool, and each heavy source put into it at the end of
+    the top directory (when every target exists), in the directory of the target that compiles it."""
+    lines = ["# torchbuild's memory pool (torchbuild/builder/pools.py): units that needed more than their share",
+             "include_guard(GLOBAL)",
+             f"set_property(GLOBAL APPEND PROPERTY JOB_POOLS {NAME}={depth})",
+             "function(_torchbuild_memory_pool)"]
+    for source, target in sorted(heavy.items()):
+        lines.append(f'  if(TARGET {target})\n    set_property(SOURCE "{source}" TARGET_DIRECTORY {target} '
+                     f"PROPERTY JOB_POOL_COMPILE {NAME})\n  endif()")
+    lines += ["endfunction()", 'cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _torchbuild_memory_pool)']
+    return "\n".join(lines) + "\n"
+
+
+def write_include(path: Path, text: str) -> bool:
+    """Write the file where it differs (an unchanged one leaves CMake's tree as it is); True when written."""
+    with contextlib.suppress(OSError):
+        if path.read_text() == text:
+            return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return True
+
+
+POOL_DEPTH = re.compile(rf"(?m)^(pool {NAME}\n\s+depth = )(\d+)$")
+
+
+def set_depth(tree: Path, depth: int) -> bool:
+    """The pool's depth where CMake declared it (CMakeFiles/rules.ninja, which build.ninja includes), without
+    a CMake run; True when the pool is there."""
+    for ninja in (tree / "CMakeFiles" / "rules.ninja", tree / "build.ninja"):
+        try:
+            text = ninja.read_text()
+        except OSError:
+            continue
+        found = POOL_DEPTH.search(text)
+        if found:
+            if int(found.group(2)) != depth:
+                ninja.write_text(POOL_DEPTH.sub(rf"\g<1>{depth}", text))
+            return True
+    return False
+
+
+def pooled(tree: Path) -> list[str]:
+    """The steps build.ninja puts into the pool (their outputs)."""
+    try:
+        text = (tree / "build.ninja").read_text()
+    except OSError:
+        return []
+    return re.findall(rf"(?m)^build ([^:\n]+?): [^\n]*\n(?:  [^\n]*\n)*?  pool = {NAME}$", text)
+
+
+def include_path(checkout: Path, key: str) -> Path:
+    """The configuration's pool file (one a configuration: switching back to a kept tree re-runs no CMake)."""
+    return checkout / ".torchbuild" / "pools" / f"{key}.cmake"
+
+
+def with_pool(plan: Plan, trees: list[Path], cmake_version: str | None) -> tuple[Plan, str | None]:
+    """The plan with the memory pool of its tree's recorded peaks, and the line that says so (None: nothing
+    to say). Writes the pool file (where it changed) and the depth into each tree's build.ninja."""
+    jobs = int(plan.changes.get("MAX_JOBS") or 0)
+    if not plan.forwards_cmake or not jobs or plan.memory <= 0:
+        return plan, None
+    peaks = {unit: peak for tree in trees for unit, peak in peaks_of(tree).items()}
+    pool = plan_pool(peaks, plan.memory, jobs)
+    version = tuple(int(x) for x in re.findall(r"\d+", cmake_version or "")[:2])
+    if version < PER_SOURCE_FROM:
+        if pool is None:
+            return plan, None
+        fewer = str(jobs_for_all(peaks, plan.memory, jobs))
+        return replace(plan, changes={**plan.changes, "MAX_JOBS": fewer, "CMAKE_BUILD_PARALLEL_LEVEL": fewer}), (
+            f"CMake {cmake_version or '(none found)'} cannot pool single units (JOB_POOL_COMPILE on a source needs "
+            f"CMake 4.2): MAX_JOBS={fewer} for every step, so the heaviest unit ({max(peaks.values()) / MIB:.0f} MiB) "
+            "fits the memory free")
+    include = include_path(plan.checkout, plan.key)
+    heavy = {s: t for tree in trees for s, t in sources(tree, pool.units).items()} if pool else {}
+    write_include(include, include_text(pool.depth if pool else 1, heavy))
+    for tree in trees:
+        set_depth(tree, pool.depth if pool else 1)
+    plan = replace(plan, changes={**plan.changes, "CMAKE_PROJECT_INCLUDE": str(include)})
+    if pool is None:
+        return plan, None
+    configured = [t for t in trees if str(include) in (t / "CMakeCache.txt").read_text(errors="replace")] \
+        if trees else []
+    later = "" if configured or not trees else " (from this tree's next configure: it was configured without it)"
+    return plan, pool.said(jobs) + later
