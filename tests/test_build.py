@@ -467,7 +467,7 @@ def test_sigint_stops_the_whole_tree_and_the_next_build_resumes(demo, monkeypatc
     assert _compilers_in(demo) == []
     done = build(demo, "--cuda", "none")
     assert "cpu-release built in" in done.stderr
-    assert len(compiled(last_log(demo))) < 28  # of 28 units: resumed: what finished before the interrupt is kept
+    assert len(compiled(last_log(demo))) < 29  # of 29 (28 units, the attention kernel): what finished is kept
     assert run_python("import minitorch; print(minitorch.checksum())", demo.parent) == "1144625"
 
 

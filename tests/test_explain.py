@@ -37,6 +37,13 @@ def test_explain_names_the_cause_counts_the_steps_and_builds_nothing(small_demo)
     done = build(co, "--cuda", "none")
     compiles = int(re.search(r"(\d+) compile step\(s\)", done.stderr).group(1))
     assert compiles == int(header.group(1)) + 1  # what ninja said it would compile, it compiled
+    yaml = co / "aten/src/ATen/native/native_functions.yaml"  # the codegen input, as native_functions.yaml is
+    yaml.write_text(yaml.read_text() + "- func: unit_new(int n) -> int\n")
+    said = build(co, "--cuda", "none", "--explain").stdout
+    assert "aten/src/ATen/native/native_functions.yaml: 1 step(s) (a codegen input: the headers generated" in said
+    assert int(re.search(r"ninja would run (\d+) step\(s\)", said).group(1)) >= 5  # it, then the 4 units
+    generated = build(co, "--cuda", "none")
+    assert "4 compile step(s)" in generated.stderr  # every unit including the generated header, nothing else
     fresh = build(co, "--cuda", "none", "--debug", "--explain").stdout
     assert "no tree of py" in fresh and "-cpu-debug yet: a build from nothing" in fresh
     assert not (co / ".torchbuild" / "trees").exists() or not any((co / ".torchbuild" / "trees").glob("*debug*"))

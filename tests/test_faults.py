@@ -111,9 +111,11 @@ def test_a_vanished_toolkit_is_a_clear_error(demo, tmp_path):
 
 
 def test_a_python_that_cannot_make_venvs(tmp_path):
-    fake = tmp_path / "python3.99"
+    """A Python older than virtualenv's targets (3.9) without the venv module (Debian's python3.8 without
+    python3.8-venv): one line naming the fix, nothing half-made."""
+    fake = tmp_path / "python3.8"
     fake.write_text(f"#!/bin/sh\ncase \"$*\" in *find_spec*) exec {sys.executable} -c 'import json,sys,platform; "
-                    "print(json.dumps({\"version\": \"3.99.0\", \"implementation\": \"CPython\", "
+                    "print(json.dumps({\"version\": \"3.8.99\", \"implementation\": \"CPython\", "
                     f"\"executable\": \"{fake}\", \"prefix\": \"/x\", \"base_prefix\": \"/x\", \"venv\": False, "
                     "\"pip\": False, \"site\": []}))';; esac\n"
                     f"exec {sys.executable} \"$@\"\n")
@@ -121,7 +123,7 @@ def test_a_python_that_cannot_make_venvs(tmp_path):
     done = inv("env.create", "--python", str(fake), env={"TORCHBUILD_PATHS_ENVS": str(tmp_path / "envs")})
     assert done.returncode == 1
     assert "cannot create venvs (no venv/ensurepip)" in done.stderr and "--backend uv" in done.stderr
-    assert not (tmp_path / "envs" / "py3.99").exists()
+    assert not (tmp_path / "envs" / "py3.8").exists()
 
 
 def test_a_missing_compiler_is_caught_before_the_build(demo, tmp_path):

@@ -130,10 +130,12 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
             result.up_to_date = True
             result.wheel = kept
             return result
-        plan, pooled = pools.with_pool(plan, trees, linkers.cmake_version(
-            plan.env.prefix, merged_env(base_env, plan.changes), plan.linker_memory) if plan.forwards_cmake else None)
-        if pooled:
-            con.info(pooled)
+        if plan.forwards_cmake:
+            cmake = linkers.cmake_version(plan.env.prefix, merged_env(base_env, plan.changes), plan.linker_memory)
+            pooled, said = pools.pool_changes(checkout, plan.key, plan.changes, plan.memory, trees, cmake)
+            plan = replace(plan, changes=pooled)
+            if said:
+                con.info(said)
         quick, quick_in = None, build
         if same and tree is not None and opts.shortcut and marker is not None and plan.in_place \
                 and inplace.thrown_away(trees, checkout):
@@ -242,7 +244,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                  for step in profile.ninja_steps(tree_ / ".ninja_log", logged[tree_][1] if logged.get(
                      tree_, (-1, 0))[0] == inode else sys.maxsize, command_start)]
         remember(build, steps)
-        pools.remember(cmaketrees.found(checkout, build, files), watch.peak.per_unit)
+        pools.remember(build, watch.peak.per_unit)
         spans = profile.phases(timeline, command_start, command_end, time.time(),
                                ("build_ext in place" if quick_in == checkout else "cmake --build") if quick else
                                "setup.py" if "setup.py" in plan.command[1:3] else "pip and the backend", steps)

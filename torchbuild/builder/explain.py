@@ -14,7 +14,7 @@ import re
 import statistics
 from collections import Counter
 from pathlib import Path
-from typing import Mapping
+from typing import AbstractSet, Mapping
 
 from .. import console as _console
 from .plan import Plan
@@ -55,7 +55,7 @@ def explain(plan: Plan, base_env: Mapping[str, str]) -> tuple[list[str], float |
         return lines + ["no ninja tree to ask: the build goes the whole way"], None
     explained = [line for line in asked[0] if not ALWAYS_RUN.fullmatch(line)]
     steps = [s.split()[-1] for s in asked[1] if not s.startswith(("Regenerating", "No work"))]
-    causes, outputs = group(explained, build, plan.checkout)
+    causes, outputs, generators = group(explained, build, plan.checkout)
     rest = [s for s in steps if s not in outputs]
     if rest:
         causes[FED] = len(rest)
@@ -63,28 +63,31 @@ def explain(plan: Plan, base_env: Mapping[str, str]) -> tuple[list[str], float |
         return lines + ["ninja has no work in the tree"], 0.0
     lines.append(f"ninja would run {len(steps)} step(s):")
     for cause, count in causes.most_common(8):
-        lines.append(f"  {cause}: {count} step(s) ({kind(cause)})")
+        lines.append(f"  {cause}: {count} step(s) ({kind(cause, generators)})")
     if len(causes) > 8:
         lines.append(f"  and {len(causes) - 8} more cause(s): {sum(c for _, c in causes.most_common()[8:])} step(s)")
     line, wall = estimate(steps_of(build), set(steps), jobs(plan), "this tree's .ninja_log")
     return lines + [line], wall
 
 
-def group(explained: list[str], build: Path, checkout: Path) -> tuple[Counter[str], set[str]]:
-    """(the outputs to rebuild counted by their newest input, every output ninja names)."""
+def group(explained: list[str], build: Path, checkout: Path) -> tuple[Counter[str], set[str], set[str]]:
+    """(the outputs to rebuild counted by their newest input, every output ninja names, the inputs that
+    make a header: code generators')."""
     causes: Counter[str] = Counter()
-    outputs = set()
+    outputs, generators = set(), set()
     for line in explained:
         newer = NEWEST_INPUT.match(line)
         missing = MISSING.match(line)
         if newer:
-            output = line.split("ninja explain: output ", 1)[1].split(" older than", 1)[0]
-            causes[shown(newer.group(1), build, checkout)] += 1
-            outputs.add(output)
+            cause = shown(newer.group(2), build, checkout)
+            causes[cause] += 1
+            outputs.add(newer.group(1))
+            if newer.group(1).endswith(HEADERS) and not cause.endswith(HEADERS + SOURCES):
+                generators.add(cause)  # a code generator's input: it makes a header
         elif missing and not ALWAYS_RUN.fullmatch(line):
             causes["not built yet"] += 1
             outputs.add(missing.group(1))
-    return causes, outputs
+    return causes, outputs, generators
 
 
 def shown(path: str, build: Path, checkout: Path) -> str:
@@ -93,7 +96,9 @@ def shown(path: str, build: Path, checkout: Path) -> str:
     return full.relative_to(checkout.resolve()).as_posix() if full.is_relative_to(checkout.resolve()) else path
 
 
-def kind(cause: str) -> str:
+def kind(cause: str, generators: AbstractSet[str] = frozenset()) -> str:
+    if cause in generators:
+        return "a codegen input: the headers generated from it, then every unit including one that changes"
     if cause.endswith(HEADERS):
         return "a header: every unit including it compiles again"
     if cause.endswith(SOURCES):

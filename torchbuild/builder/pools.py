@@ -21,14 +21,11 @@ import json
 import os
 import re
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from .trees import read_marker, trees_dir
-
-if TYPE_CHECKING:
-    from .plan import Plan
 
 NAME = "torchbuild_heavy"
 PEAKS = ".torchbuild-step-memory.json"  # in a tree: each object file's peak, bytes (the most seen)
@@ -73,7 +70,7 @@ def jobs_for_all(peaks: Mapping[str, int], available: int, jobs: int) -> int:
 
 
 def recorded(checkout: Path) -> dict[str, dict[str, int]]:
-    """Each configuration's recorded unit peaks, by its key: the tree in build/ and the kept ones."""
+    """Each configuration's recorded unit peaks, by its key: build/ and the kept trees."""
     out = {}
     for tree in [checkout / "build", *sorted(trees_dir(checkout).glob("*"))]:
         marker = read_marker(tree) if tree.is_dir() else None
@@ -95,17 +92,16 @@ def peaks_of(tree: Path) -> dict[str, int]:
     return {}
 
 
-def remember(trees: Iterable[Path], per_unit: Mapping[str, int]) -> None:
-    """Keep each unit's peak (the most seen) in the tree that holds its object file."""
-    for tree in trees:
-        mine = {u: p for u, p in per_unit.items() if (tree / u).exists()}
-        if not mine:
-            continue
-        kept = peaks_of(tree)
-        for unit, peak in mine.items():
-            kept[unit] = max(peak, kept.get(unit, 0))
-        with contextlib.suppress(OSError):
-            (tree / PEAKS).write_text(json.dumps(kept, indent=0, sort_keys=True))
+def remember(build: Path, per_unit: Mapping[str, int]) -> None:
+    """Keep each unit's peak (the most seen, by its object file in its tree) with the configuration (build/
+    moves with it), as explain.py keeps each step's seconds."""
+    if not per_unit:
+        return
+    kept = peaks_of(build)
+    for unit, peak in per_unit.items():
+        kept[unit] = max(peak, kept.get(unit, 0))
+    with contextlib.suppress(OSError):
+        (build / PEAKS).write_text(json.dumps(kept, indent=0, sort_keys=True))
 
 
 TARGET_DIR = re.compile(r"(?:^|/)CMakeFiles/([^/]+)\.dir/")
@@ -181,32 +177,33 @@ def include_path(checkout: Path, key: str) -> Path:
     return checkout / ".torchbuild" / "pools" / f"{key}.cmake"
 
 
-def with_pool(plan: Plan, trees: list[Path], cmake_version: str | None) -> tuple[Plan, str | None]:
-    """The plan with the memory pool of its tree's recorded peaks, and the line that says so (None: nothing
-    to say). Writes the pool file (where it changed) and the depth into each tree's build.ninja."""
-    jobs = int(plan.changes.get("MAX_JOBS") or 0)
-    if not plan.forwards_cmake or not jobs or plan.memory <= 0:
-        return plan, None
-    peaks = {unit: peak for tree in trees for unit, peak in peaks_of(tree).items()}
-    pool = plan_pool(peaks, plan.memory, jobs)
+def pool_changes(checkout: Path, key: str, changes: Mapping[str, str | None], memory: int, trees: list[Path],
+                 cmake_version: str | None) -> tuple[dict[str, str | None], str | None]:
+    """The build's environment with the memory pool of this configuration's recorded peaks (build/), and the
+    line that says so (None: nothing to say). Writes the pool file where it changed and the depth into each
+    tree. Only for a build that passes CMAKE_* variables on (the caller's check)."""
+    jobs = int(changes.get("MAX_JOBS") or 0)
+    if not jobs or memory <= 0:
+        return dict(changes), None
+    peaks = peaks_of(checkout / "build")
+    pool = plan_pool(peaks, memory, jobs)
     version = tuple(int(x) for x in re.findall(r"\d+", cmake_version or "")[:2])
     if version < PER_SOURCE_FROM:
         if pool is None:
-            return plan, None
-        fewer = str(jobs_for_all(peaks, plan.memory, jobs))
-        return replace(plan, changes={**plan.changes, "MAX_JOBS": fewer, "CMAKE_BUILD_PARALLEL_LEVEL": fewer}), (
+            return dict(changes), None
+        fewer = str(jobs_for_all(peaks, memory, jobs))
+        return {**changes, "MAX_JOBS": fewer, "CMAKE_BUILD_PARALLEL_LEVEL": fewer}, (
             f"CMake {cmake_version or '(none found)'} cannot pool single units (JOB_POOL_COMPILE on a source needs "
             f"CMake 4.2): MAX_JOBS={fewer} for every step, so the heaviest unit ({max(peaks.values()) / MIB:.0f} MiB) "
             "fits the memory free")
-    include = include_path(plan.checkout, plan.key)
+    include = include_path(checkout, key)
     heavy = {s: t for tree in trees for s, t in sources(tree, pool.units).items()} if pool else {}
     write_include(include, include_text(pool.depth if pool else 1, heavy))
     for tree in trees:
         set_depth(tree, pool.depth if pool else 1)
-    plan = replace(plan, changes={**plan.changes, "CMAKE_PROJECT_INCLUDE": str(include)})
+    out = {**changes, "CMAKE_PROJECT_INCLUDE": str(include)}
     if pool is None:
-        return plan, None
-    configured = [t for t in trees if str(include) in (t / "CMakeCache.txt").read_text(errors="replace")] \
-        if trees else []
-    later = "" if configured or not trees else " (from this tree's next configure: it was configured without it)"
-    return plan, pool.said(jobs) + later
+        return out, None
+    later = "" if any(str(include) in (t / "CMakeCache.txt").read_text(errors="replace") for t in trees) or not trees \
+        else " (from this tree's next configure: it was configured without it)"
+    return out, pool.said(jobs) + later

@@ -42,7 +42,7 @@ def ninja_inputs(explain: Iterable[str], build: Path, checkout: Path) -> set[str
     for line in explain:
         found = NEWEST_INPUT.match(line.strip())
         if found:
-            path = (build / found.group(1)).resolve()
+            path = (build / found.group(2)).resolve()
             if path.is_relative_to(checkout.resolve()):
                 named.add(path.relative_to(checkout.resolve()).as_posix())
     return named

@@ -100,17 +100,22 @@ def pending(trees: Iterable[Path], plan: Plan, base_env: Mapping[str, str]) -> l
     return lines
 
 
-NEWEST_INPUT = re.compile(r"ninja explain: output .+ older than most recent input (.+) \(\d+ vs \d+\)$")
+# "restat of output": a generator that writes its output only when the content changes (restat = 1: torchgen,
+# CMake's custom commands)
+# A generator that writes its output only when its content changes (restat = 1: torchgen, CMake's custom commands)
+# is said as "restat of output X" (ninja 1.11) or "recorded mtime of X" (1.13)
+NEWEST_INPUT = re.compile(r"ninja explain: (?:output|restat of output|recorded mtime of) (.+) older than most recent "
+                          r"input (.+) \(\d+ vs \d+\)$")
 
 
 def absolute_input(line: str, tree: Path) -> str:
     """An explain line whose newest input is a path relative to its tree, with that path made absolute."""
     found = NEWEST_INPUT.match(line.strip())
-    if not found or os.path.isabs(found.group(1)):
+    if not found or os.path.isabs(found.group(2)):
         return line
-    start, end = found.span(1)
+    start, end = found.span(2)
     line = line.strip()
-    return line[:start] + os.path.normpath(tree / found.group(1)) + line[end:]
+    return line[:start] + os.path.normpath(tree / found.group(2)) + line[end:]
 
 
 STEP = re.compile(r"(?m)^\[\d+/\d+\] (.+)$")
