@@ -46,7 +46,7 @@ def shapes(self: Bench) -> None:
         second = (timed(INV + ["build", "--path", str(ours_co)], env),
                   timed([*pip, "--no-build-isolation", "-e", "."], plain_env, cwd=plain_co))
         self.record(f"second build, nothing changed, {label}", stats([second[0]]), stats([second[1]]), "-",
-                    "inv build (cmake_example's shape: its first build in place, the tree made)",
+                    "inv build again (cmake_example's shape: its first in-place build, which makes the tree)",
                     "pip install -e . --no-build-isolation again")
         pairs = [(timed(INV + ["build", "--path", str(ours_co)], env),
                   timed([*pip, "--no-build-isolation", "-e", "."], plain_env, cwd=plain_co)) for _ in range(self.reps)]
