@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from .conftest import REPO
 from .test_build import build, shared, small_demo  # noqa: F401  (fixtures)
 from .test_shortcut import edit
@@ -101,3 +103,18 @@ def test_the_profile_says_why_the_compiler_cache_missed(small_demo):  # noqa: F8
     build(co, "--cuda", "none", "--set", flag)
     shown = build(co, "--profile").stdout
     assert "miss(es): the same command: the source or a header it includes changed" in shown, shown
+
+
+def test_a_miss_names_the_path_outside_ccache_basedir_that_keeps_a_tree_from_hitting(small_demo):  # noqa: F811
+    """A second Python's tree: its core hits the first tree's entries; the bindings' compile names that Python's
+    headers, outside the checkout (CCACHE_BASEDIR), which ccache hashes as they are, and says so."""
+    from .test_envs import has_python
+
+    if not has_python("3.12"):
+        pytest.skip("needs pyenv's Python 3.12 beside this one")
+    co = small_demo
+    build(co, "--cuda", "none")
+    other = build(co, "--cuda", "none", "--python", "3.12").stderr
+    reason = re.search(r"(\d+) miss\(es\): not compiled in this tree before; its command names (\S+), outside "
+                       r"CCACHE_BASEDIR", other)
+    assert reason and "3.12" in reason.group(2) and not reason.group(2).startswith(str(co)), other

@@ -53,7 +53,21 @@ def compile_commands(build: Path) -> dict[str, str]:
     return {}
 
 
-def miss_reasons(build: Path, stats_log: str) -> list[str]:
+SYSTEM = ("/usr/", "/lib", "/opt/", "/etc/")  # the same on every tree of the machine
+
+
+def outside(command: str, base: Path | None) -> str | None:
+    """The first absolute path of a compile command that is neither under the compiler cache's base dir (which
+    it rewrites as relative) nor a system folder: ccache hashes it as it is, so a tree whose command names
+    another such path (another env's Python headers, a build's temporary folder) cannot reuse the entry."""
+    for word in words(command)[1:]:
+        path = word[2:] if word.startswith(("-I", "-L")) else word.split("=", 1)[-1] if word.startswith("-") else word
+        if path.startswith("/") and not path.startswith(SYSTEM) and not (base and Path(path).is_relative_to(base)):
+            return path
+    return None
+
+
+def miss_reasons(build: Path, stats_log: str, base: Path | None = None) -> list[str]:
     """Why the build's compiles missed the cache, a line a reason with how many: the unit's compile command
     against the one kept from the tree's last build (another compiler, a flag or define added or dropped),
     else its source or a header it includes changed. Keeps this build's commands for the next."""
@@ -66,7 +80,10 @@ def miss_reasons(build: Path, stats_log: str) -> list[str]:
         path = str((build / source).resolve())
         old, new = before.get(path), now.get(path)
         if old is None or new is None:
-            reasons["not compiled in this tree before"] += 1
+            named = outside(new, base) if new else None
+            reasons[f"not compiled in this tree before; its command names {named}, outside CCACHE_BASEDIR, which "
+                    "the cache hashes as it is (a tree whose command names another never hits)" if named else
+                    "not compiled in this tree before"] += 1
         elif old == new:
             reasons["the same command: the source or a header it includes changed"] += 1
         else:

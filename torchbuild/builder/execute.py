@@ -130,7 +130,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
             result.up_to_date = True
             result.wheel = kept
             return result
-        if plan.forwards_cmake:
+        if plan.forwards_cmake and not merged_env(base_env, plan.changes).get("CMAKE_PROJECT_INCLUDE"):  # theirs
             cmake = linkers.cmake_version(plan.env.prefix, merged_env(base_env, plan.changes), plan.linker_memory)
             pooled, said = pools.pool_changes(checkout, plan.key, plan.changes, plan.memory, trees, cmake)
             plan = replace(plan, changes=pooled)
@@ -251,7 +251,8 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         result.profile = profile.write(plan.log, steps, spans, profile.summarise(
             steps, spans, result.hits, result.misses, watch.peak.per_compiler), f"{plan.key} {plan.log.stem}")
         result.profile["why the cache missed"] = miss_reasons(
-            build, plan.stats_log.read_text() if plan.stats_log.exists() else "")
+            build, plan.stats_log.read_text() if plan.stats_log.exists() else "",
+            Path(str(plan.changes.get("CCACHE_BASEDIR") or checkout)))
         record.write(probed, plan, time.monotonic() - start, "ok", 0, remedies, result.profile,
                      with_jobs(quick[0], plan.changes) if quick else None)
         if plan.linker_trial:
