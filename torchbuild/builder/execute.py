@@ -10,7 +10,6 @@ the first options forever; the 2.9+ setup.py pops CMAKE_FRESH before reading it)
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -130,8 +129,9 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
             result.up_to_date = True
             result.wheel = kept
             return result
-        if plan.forwards_cmake and not merged_env(base_env, plan.changes).get("CMAKE_PROJECT_INCLUDE"):  # theirs
-            cmake = linkers.cmake_version(plan.env.prefix, merged_env(base_env, plan.changes), plan.linker_memory)
+        full = merged_env(base_env, plan.changes)
+        if plan.forwards_cmake and not full.get("CMAKE_PROJECT_INCLUDE"):  # the user's own include: no pool
+            cmake = linkers.cmake_version(plan.env.prefix, full, plan.linker_memory)
             pooled, said = pools.pool_changes(checkout, plan.key, plan.changes, plan.memory, trees, cmake)
             plan = replace(plan, changes=pooled)
             if said:
@@ -178,7 +178,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                 check=False)
         tracker = Tracker()
         unused = UnusedVariables()
-        logged = ninja_logs([build, *trees])
+        logged = profile.logs_of([build, *trees])
         probed = record.start(plan, base_env)
         jobs = f"MAX_JOBS={plan.changes['MAX_JOBS']}" if plan.changes.get("MAX_JOBS") else "the jobserver's jobs"
         con.info(f"building {plan.key} with {jobs}; log: {plan.log}")
@@ -240,9 +240,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
             stats = run([sccache, "--stop-server"], env=plan.changes, base_env=base_env, capture=True, echo=False,
                         check=False).stdout
             result.hits, result.misses = parse_sccache_stats(stats)
-        steps = [step for tree_, (inode, _) in ninja_logs(cmaketrees.found(checkout, build, files)).items()
-                 for step in profile.ninja_steps(tree_ / ".ninja_log", logged[tree_][1] if logged.get(
-                     tree_, (-1, 0))[0] == inode else sys.maxsize, command_start)]
+        steps = profile.steps_since(logged, cmaketrees.found(checkout, build, files), command_start)
         remember(build, steps)
         pools.remember(build, watch.peak.per_unit)
         spans = profile.phases(timeline, command_start, command_end, time.time(),
@@ -262,18 +260,6 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
     result.package = package_name(checkout, plan.env.prefix)  # the build installed the project: ask the env
     result.wheel = made
     return result
-
-
-def ninja_logs(trees: list[Path]) -> dict[Path, tuple[int, int]]:
-    """Each tree's .ninja_log by (inode, size): the build's steps are what a log that is still the same file
-    has after that size; a log new or rewritten since (CMake's configure runs `ninja -t recompact`), those
-    ninja ran since the build began."""
-    out = {}
-    for tree in trees:
-        with contextlib.suppress(OSError):
-            st = (tree / ".ninja_log").stat()
-            out[tree] = (st.st_ino, st.st_size)
-    return out
 
 
 def linker_trial(plan: Plan, build: Path, steps: list[profile.Step], base_env: Mapping[str, str]) -> None:

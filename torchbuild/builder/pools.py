@@ -3,7 +3,8 @@ the start (MAX_JOBS jobs sharing it) go into one ninja job pool on its next buil
 MAX_JOBS instead of the whole build being throttled for a few (PyTorch's flash-attention units, 4.5-5.3 GB
 each, #124018) or killed by the OOM killer.
 
-Each build keeps its units' peaks in the tree (usage.py samples the compilers under each object file).
+Each build keeps its units' peaks with its configuration, in build/ (usage.py samples the compilers under
+each object file).
 The pool reaches CMake through `CMAKE_PROJECT_INCLUDE`, which PyTorch's build passes on as it passes every
 `CMAKE_*` variable (tools/setup_helpers/cmake.py at configure time; cmake/EnvVarForwarding.cmake at every
 configure): the included file declares the pool (`JOB_POOLS`) and sets `JOB_POOL_COMPILE` on each heavy
@@ -28,7 +29,7 @@ from typing import Iterable, Mapping
 from .trees import read_marker, trees_dir
 
 NAME = "torchbuild_heavy"
-PEAKS = ".torchbuild-step-memory.json"  # in a tree: each object file's peak, bytes (the most seen)
+PEAKS = ".torchbuild-step-memory.json"  # in build/: each object file's peak, bytes (the most seen)
 PER_SOURCE_FROM = (4, 2)  # CMake's first version with JOB_POOL_COMPILE on a source file
 MIB = 2 ** 20
 
@@ -60,7 +61,7 @@ def plan_pool(peaks: Mapping[str, int], available: int, jobs: int) -> Pool | Non
     typical = int(statistics.median(light)) if light else 0
     heaviest = max(heavy.values())
     fits = (available - jobs * typical) // max(1, heaviest - typical)
-    return Pool(heavy, max(1, min(jobs - 1 if jobs > 1 else 1, int(fits))), share)
+    return Pool(heavy, max(1, min(jobs - 1, int(fits))), share)
 
 
 def jobs_for_all(peaks: Mapping[str, int], available: int, jobs: int) -> int:
@@ -134,22 +135,21 @@ def include_text(depth: int, heavy: Mapping[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_include(path: Path, text: str) -> bool:
-    """Write the file where it differs (an unchanged one leaves CMake's tree as it is); True when written."""
+def write_include(path: Path, text: str) -> None:
+    """Write the file where it differs (an unchanged one leaves CMake's tree as it is)."""
     with contextlib.suppress(OSError):
         if path.read_text() == text:
-            return False
+            return
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    return True
 
 
 POOL_DEPTH = re.compile(rf"(?m)^(pool {NAME}\n\s+depth = )(\d+)$")
 
 
-def set_depth(tree: Path, depth: int) -> bool:
+def set_depth(tree: Path, depth: int) -> None:
     """The pool's depth where CMake declared it (CMakeFiles/rules.ninja, which build.ninja includes), without
-    a CMake run; True when the pool is there."""
+    a CMake run."""
     for ninja in (tree / "CMakeFiles" / "rules.ninja", tree / "build.ninja"):
         try:
             text = ninja.read_text()
@@ -159,8 +159,7 @@ def set_depth(tree: Path, depth: int) -> bool:
         if found:
             if int(found.group(2)) != depth:
                 ninja.write_text(POOL_DEPTH.sub(rf"\g<1>{depth}", text))
-            return True
-    return False
+            return
 
 
 def pooled(tree: Path) -> list[str]:

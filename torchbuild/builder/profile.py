@@ -14,10 +14,11 @@ from __future__ import annotations
 import html
 import json
 import re
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 MARKS = [  # (first line of a phase, phase); a phase runs until the next one starts
     (re.compile(r"^-- (The (C|CXX) compiler identification|Configuring|Detecting)"), "configure"),
@@ -105,6 +106,29 @@ def ninja_steps(log: Path, offset: int, since: float = 0.0) -> list[Step]:
         scale = 1e9 if min(stamps) > 1e17 else 1e6 if min(stamps) > 1e14 else 1.0
         base = min(stamps) / scale  # about when this ninja run began
         steps += [Step(out, base + s / 1000, base + e / 1000, kind_of(out)) for s, e, _, out in entries]
+    return steps
+
+
+def logs_of(trees: Iterable[Path]) -> dict[Path, tuple[int, int]]:
+    """Each tree's .ninja_log by (inode, size), before a build (`steps_since`)."""
+    out = {}
+    for tree in trees:
+        try:
+            st = (tree / ".ninja_log").stat()
+        except OSError:
+            continue
+        out[tree] = (st.st_ino, st.st_size)
+    return out
+
+
+def steps_since(before: Mapping[Path, tuple[int, int]], trees: Iterable[Path], since: float) -> list[Step]:
+    """The steps ninja ran in each tree during the build: what a log that is still the same file has after its
+    size before; from a log new or rewritten since (CMake's configure runs `ninja -t recompact`), those ninja
+    ran since `since`."""
+    steps = []
+    for tree, (inode, _) in logs_of(trees).items():
+        same = before.get(tree, (-1, 0))[0] == inode
+        steps += ninja_steps(tree / ".ninja_log", before[tree][1] if same else sys.maxsize, since)
     return steps
 
 

@@ -100,8 +100,6 @@ def pending(trees: Iterable[Path], plan: Plan, base_env: Mapping[str, str]) -> l
     return lines
 
 
-# "restat of output": a generator that writes its output only when the content changes (restat = 1: torchgen,
-# CMake's custom commands)
 # A generator that writes its output only when its content changes (restat = 1: torchgen, CMake's custom commands)
 # is said as "restat of output X" (ninja 1.11) or "recorded mtime of X" (1.13)
 NEWEST_INPUT = re.compile(r"ninja explain: (?:output|restat of output|recorded mtime of) (.+) older than most recent "
