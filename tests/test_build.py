@@ -248,9 +248,10 @@ def test_the_builds_own_clones_go_through_the_mirrors_and_the_cache(shared, tmp_
     assert run_python("import minitorch; print(minitorch.checksum())", demo.parent) == "132875"  # 4 units
 
 
-def test_a_copied_checkout_builds_its_own_sources(demo, tmp_path):
+def test_a_copied_checkout_builds_its_own_sources(small_demo, tmp_path):
     """`cp -a` of a built checkout, an edit in the copy: its tree names the original folder, so it is
     configured afresh before anything is judged up to date, and the copy imports its own change."""
+    demo = small_demo
     build(demo, "--cuda", "none")
     original = file_digest(demo / "minitorch/lib/libc10.so")
     copy = tmp_path / "copy"
@@ -259,7 +260,7 @@ def test_a_copied_checkout_builds_its_own_sources(demo, tmp_path):
     unit.write_text(unit.read_text().replace("return work<0>(n)", "return 1 + work<0>(n)"))
     done = build(copy, "--cuda", "none")
     assert f"the tree was configured for {demo}" in done.stderr and "up to date" not in done.stderr
-    assert run_python("import minitorch; print(minitorch.checksum())", tmp_path) == "1144626"
+    assert run_python("import minitorch; print(minitorch.checksum())", tmp_path) == "132876"
     assert file_digest(demo / "minitorch/lib/libc10.so") == original
 
 
@@ -450,7 +451,8 @@ def _compilers_in(checkout: Path) -> list[int]:
     return pids
 
 
-def test_sigint_stops_the_whole_tree_and_the_next_build_resumes(demo, monkeypatch):
+def test_sigint_stops_the_whole_tree_and_the_next_build_resumes(small_demo, monkeypatch):
+    demo = small_demo
     monkeypatch.setenv("TORCHBUILD_PATHS_CACHE_DIR", str(demo.parent / "cold-cache"))  # really compile
     args = [sys.executable, "-m", "invoke", "--search-root", str(REPO), "build", "--path", str(demo),
             "--cuda", "none", "--jobs", "2"]
@@ -467,13 +469,14 @@ def test_sigint_stops_the_whole_tree_and_the_next_build_resumes(demo, monkeypatc
     assert _compilers_in(demo) == []
     done = build(demo, "--cuda", "none")
     assert "cpu-release built in" in done.stderr
-    assert len(compiled(last_log(demo))) < 29  # of 29 (28 units, the attention kernel): what finished is kept
-    assert run_python("import minitorch; print(minitorch.checksum())", demo.parent) == "1144625"
+    assert len(compiled(last_log(demo))) < 9  # of 9 (4 units, 3 more, the bindings, the attention kernel): kept
+    assert run_python("import minitorch; print(minitorch.checksum())", demo.parent) == "132875"
 
 
-def test_a_build_killed_with_sigkill_leaves_nothing_running_into_the_next(demo, monkeypatch):
+def test_a_build_killed_with_sigkill_leaves_nothing_running_into_the_next(small_demo, monkeypatch):
     """kill -9 of `inv build` cannot stop its children, and pip, cmake, ninja and the compilers go on; the
     next build of the checkout stops them (they carry its id) before it builds in the same build/."""
+    demo = small_demo
     monkeypatch.setenv("TORCHBUILD_PATHS_CACHE_DIR", str(demo.parent / "cold-cache"))  # really compile
     args = [sys.executable, "-m", "invoke", "--search-root", str(REPO), "build", "--path", str(demo),
             "--cuda", "none", "--jobs", "1"]
@@ -485,12 +488,13 @@ def test_a_build_killed_with_sigkill_leaves_nothing_running_into_the_next(demo, 
     done = build(demo, "--cuda", "none")
     assert re.search(r"stopped \d+ process\(es\) still running from a build of .* that was killed", done.stderr)
     assert "cpu-release built in" in done.stderr and not _compilers_in(demo)
-    assert run_python("import minitorch; print(minitorch.checksum())", demo.parent) == "1144625"
+    assert run_python("import minitorch; print(minitorch.checksum())", demo.parent) == "132875"
 
 
-def test_two_builds_at_once_take_turns(demo):
+def test_two_builds_at_once_take_turns(small_demo):
+    demo = small_demo
     build(demo, "--cuda", "none")
-    (demo / "c10/core/unit_07.cpp").touch()
+    (demo / "c10/core/unit_03.cpp").touch()
     args = [sys.executable, "-m", "invoke", "--search-root", str(REPO), "build", "--path", str(demo), "--cuda", "none"]
     first = subprocess.Popen(args + ["--rerun"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # long
     deadline = time.monotonic() + 60
@@ -503,7 +507,7 @@ def test_two_builds_at_once_take_turns(demo):
     assert first.returncode == 0, err1
     assert second.returncode == 0, err2
     assert "another build is running" in err2 and "waiting for it to finish" in err2
-    assert run_python("import minitorch; print(minitorch.checksum())", demo.parent) == "1144625"
+    assert run_python("import minitorch; print(minitorch.checksum())", demo.parent) == "132875"
 
 
 def test_own_build_dir_is_kept_and_each_build_leaves_a_record(small_demo):
