@@ -44,6 +44,9 @@ def distccd(tmp_path):
         proc.wait(timeout=10)
 
 
+UNITS = 8  # the core's units: enough that both hosts get work and one can drop out with jobs still to come
+
+
 @pytest.fixture
 def demo_env(tmp_path, shared, monkeypatch):  # noqa: F811
     """A demo checkout with its own (cold) compiler cache; the env dir is shared with test_build."""
@@ -53,7 +56,7 @@ def demo_env(tmp_path, shared, monkeypatch):  # noqa: F811
                        "TORCHBUILD_PATHS_LOGS": tmp_path / "logs", "TORCHBUILD_BUILD_MIN_FREE_GB": "1",
                        "TORCHBUILD_BUILD_CUDA": "none"}.items():
         monkeypatch.setenv(key, str(value))
-    up = make_upstream(tmp_path / "upstream")
+    up = make_upstream(tmp_path / "upstream", units=UNITS)
     checkout = tmp_path / "co"
     inv("clone", "--url", up.url("pytorch"), "--path", str(checkout), check=True)
     return checkout
@@ -71,10 +74,10 @@ def test_distcc_compiles_on_the_hosts_behind_ccache(distccd, demo_env, monkeypat
     assert "distcc slots on 2 host(s)" in plan and "CCACHE_PREFIX=" in plan and "DISTCC_HOSTS=" in plan
     inv("build", "--path", str(demo_env), check=True, timeout=600)
     counts = [compiled_on(log) for _, _, log in distccd]
-    assert all(n > 0 for n in counts) and sum(counts) >= 20, counts  # the core's TUs ran on both hosts
+    assert all(n > 0 for n in counts) and sum(counts) >= UNITS + 2, counts  # the core's TUs ran on both hosts
     assert subprocess.run([str(env_python()), "-c",
                            "import minitorch; print(minitorch.checksum())"], cwd=demo_env.parent,
-                          capture_output=True, text=True, check=True).stdout.strip() == "1144625"
+                          capture_output=True, text=True, check=True).stdout.strip() == "286425"
 
 
 @needs_distcc
@@ -111,5 +114,5 @@ def test_sccache_local_disk_cache_serves_a_second_checkout(demo_env, tmp_path, m
     second = inv("build", "--path", str(second_co), check=True, timeout=600)
     line = sccache_stats(second.stderr)
     hits, total = (int(x) for x in line.split("sccache ")[1].split(" hits")[0].split("/"))
-    assert total >= 25 and hits >= 25, line  # the core came from sccache's disk cache
+    assert total >= UNITS + 1 and hits >= UNITS + 1, line  # the core came from sccache's disk cache
     assert (tmp_path / "cache" / "sccache").is_dir()

@@ -286,7 +286,7 @@ def test_build_3_6_builds_the_legacy_demo_to_a_wheel_that_imports(tmp_path):
     """`nox -s build-3.6` (the design card's invocation) on the demo shaped like PyTorch 1.10."""
     if not has_python("3.6"):
         pytest.skip("needs pyenv Python 3.6")
-    up = make_upstream(tmp_path / "upstream", legacy=True)
+    up = make_upstream(tmp_path / "upstream", legacy=True, units=SMALL)
     proj = project(tmp_path, f"source:\n  url: {up.url('pytorch')}\n  path: {tmp_path / 'co'}\n"
                              'matrix:\n  pythons: ["3.6"]\n  cudas: ["none", "13.0"]\n'
                              f"paths:\n  cache_dir: {tmp_path / 'cache'}\nbuild:\n  min_free_gb: 1\n"
