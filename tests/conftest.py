@@ -157,6 +157,14 @@ def wait_for_port(port: int, proc: subprocess.Popen, what: str = "the daemon") -
             time.sleep(0.05)
 
 
+def make_venv(path: Path, python: str | Path = sys.executable) -> Path:
+    """A venv of `python` with pip in it, made by virtualenv as torchbuild makes its envs (pip from virtualenv's
+    wheel cache, where `python -m venv` runs ensurepip for three seconds); its python."""
+    subprocess.run([sys.executable, "-m", "virtualenv", "-q", "--no-periodic-update", "-p", str(python), str(path)],
+                   check=True)
+    return path / "bin" / "python"
+
+
 @pytest.fixture(scope="session")
 def installed(tmp_path_factory) -> Path:
     """torchbuild's wheel with its dependencies in a fresh venv outside the repo (as pipx would make it);
@@ -165,8 +173,7 @@ def installed(tmp_path_factory) -> Path:
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(root / "dist"), str(REPO)],
                    check=True, capture_output=True)
     (wheel,) = (root / "dist").glob("torchbuild-*.whl")
-    subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True)
-    done = subprocess.run([str(root / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
+    done = subprocess.run([str(make_venv(root / "venv")), "-m", "pip", "install", "-q", str(wheel)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return root / "venv" / "bin" / "torchbuild"

@@ -14,7 +14,7 @@ import pytest
 
 from torchbuild.demo import make_upstream
 
-from .conftest import REAL_HOME, REPO, git, inv, tmpfs
+from .conftest import REAL_HOME, REPO, git, inv, make_venv, tmpfs
 
 NVCC = Path("/usr/local/cuda-13.0/bin/nvcc")
 needs_nvcc = pytest.mark.skipif(not NVCC.exists(), reason="no nvcc at /usr/local/cuda-13.0 (CUDA 13.0 toolkit)")
@@ -348,7 +348,7 @@ def test_wheel_has_a_local_version_and_installs(small_demo, tmp_path):
     (wheel,) = dist.glob("*.whl")
     assert wheel.name.startswith("minitorch-2.11.0a0+cpu-") and f"wheel: {wheel}" in done.stderr
     venv = tmp_path / "smoke"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    make_venv(venv)
     subprocess.run([str(venv / "bin/pip"), "install", "-q", "--no-deps", str(wheel)], check=True)
     out = subprocess.run([str(venv / "bin/python"), "-c", "import minitorch; print(minitorch.checksum())"],
                          cwd=tmp_path, check=True, capture_output=True, text=True).stdout
@@ -418,7 +418,7 @@ def test_env_selection_order(small_demo, tmp_path, monkeypatch):
     plan = build(small_demo, "--cuda", "none", "--dry-run").stderr
     assert "the default Python: managed env py" in plan
     external = tmp_path / "myvenv"
-    subprocess.run([sys.executable, "-m", "venv", str(external)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(external)], check=True)  # a dry run: no pip
     active = build(small_demo, "--cuda", "none", "--dry-run", env={"VIRTUAL_ENV": str(external)}).stderr
     assert f"{external}/bin/python" in active and "the active environment (VIRTUAL_ENV)" in active
     named = build(small_demo, "--cuda", "none", "--dry-run", "--env", "nope", check=False)

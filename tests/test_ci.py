@@ -15,7 +15,7 @@ import yaml
 
 from torchbuild.demo import make_upstream
 
-from .conftest import REAL_HOME, REPO, inv
+from .conftest import REAL_HOME, REPO, inv, make_venv
 
 WORKFLOW = REPO / "ci" / "github-matrix.yml"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -110,7 +110,7 @@ def test_one_job_runs_as_on_a_hosted_runner(tmp_path):
         elif src.exists():
             shutil.copy2(src, repo / name)
     provisioned = tmp_path / "hostedtoolcache" / "Python" / minor
-    subprocess.run([base, "-m", "venv", str(provisioned)], check=True)
+    make_venv(provisioned, base)
     home = tmp_path / "home"
     home.mkdir()
     (home / ".gitconfig").write_text("[user]\n\tname = runner\n\temail = runner@example.invalid\n")

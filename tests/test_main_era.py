@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 from torchbuild.builder.cmaketrees import cache_entry
 from torchbuild.demo import make_upstream
 
-from .conftest import REAL_HOME, inv
+from .conftest import REAL_HOME, inv, make_venv
 from .test_build import build, env_python, last_log, needs_nvcc, shared  # noqa: F401  (fixture)
 from .test_matrix import has_python, project
 from .test_shortcut import edit
@@ -95,7 +94,7 @@ def test_main_builds_no_ops_loops_switches_and_makes_a_wheel_through_scikit_buil
     assert wheel.name.startswith("minitorch-2.15.0a0+cpu-cp3") and f"wheel: {wheel}" in made.stderr
     assert "minitorch/lib/libc10.so" in zipfile.ZipFile(wheel).namelist()
     venv = tmp_path / "fresh"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    make_venv(venv)
     subprocess.run([str(venv / "bin/pip"), "install", "-q", "--no-deps", str(wheel)], check=True)
     fresh = subprocess.run([str(venv / "bin/python"), "-c", "import minitorch; print(minitorch.checksum())"],
                            cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REAL_HOME, REPO, copy_project, inv
+from .conftest import REAL_HOME, REPO, copy_project, inv, make_venv
 from .upstreams import PROJECTS, PUBLIC, Project, download, make_patch, make_upstream, serve
 
 pytestmark = [pytest.mark.realworld, pytest.mark.slow]
@@ -101,7 +101,7 @@ def test_matrix_side_by_side_on_a_real_project(sdists, tmp_path, monkeypatch):
         assert wheel.name.startswith("mmh3-5.3.1") and f"cp3{s['python'].split('.')[1]}" in wheel.name
         venv = tmp_path / f"check-{s['python']}"
         python = next((REAL_HOME / ".pyenv" / "versions").glob(f"{s['python']}.*/bin/python3"))
-        subprocess.run([str(python), "-m", "venv", str(venv)], check=True)
+        make_venv(venv, python)
         subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", str(wheel)], check=True)
         called = subprocess.run([str(venv / "bin" / "python"), "-c", project.call], cwd=tmp_path,
                                 capture_output=True, text=True)
