@@ -21,10 +21,12 @@ needs_nvcc = pytest.mark.skipif(not NVCC.exists(), reason="no nvcc at /usr/local
 
 
 @pytest.fixture(scope="session")
-def shared(tmp_path_factory):
-    """One env dir and one compiler cache for every build test (the env is made once)."""
+def shared(tmp_path_factory, worker_id):
+    """One env dir a worker and one compiler cache for every build test (the env is made once a worker; the
+    cache, which takes concurrent builds, once a run: under pytest-xdist it sits beside the workers' folders)."""
     root = tmp_path_factory.mktemp("shared")
-    return {"TORCHBUILD_PATHS_ENVS": str(root / "envs"), "TORCHBUILD_PATHS_CACHE_DIR": str(root / "cache"),
+    run = tmp_path_factory.getbasetemp().parent if worker_id != "master" else root
+    return {"TORCHBUILD_PATHS_ENVS": str(root / "envs"), "TORCHBUILD_PATHS_CACHE_DIR": str(run / "shared-cache"),
             "TORCHBUILD_BUILD_MIN_FREE_GB": "1"}
 
 

@@ -105,13 +105,15 @@ def test_the_profile_says_why_the_compiler_cache_missed(small_demo):  # noqa: F8
     assert "miss(es): the same command: the source or a header it includes changed" in shown, shown
 
 
-def test_a_miss_names_the_path_outside_ccache_basedir_that_keeps_a_tree_from_hitting(small_demo):  # noqa: F811
+def test_a_miss_names_the_path_outside_ccache_basedir_that_keeps_a_tree_from_hitting(small_demo, tmp_path,  # noqa: F811
+                                                                                      monkeypatch):
     """A second Python's tree: its core hits the first tree's entries; the bindings' compile names that Python's
     headers, outside the checkout (CCACHE_BASEDIR), which ccache hashes as they are, and says so."""
     from .test_envs import has_python
 
     if not has_python("3.12"):
         pytest.skip("needs pyenv's Python 3.12 beside this one")
+    monkeypatch.setenv("TORCHBUILD_PATHS_CACHE_DIR", str(tmp_path / "cache"))  # no other test's 3.12 bindings in it
     co = small_demo
     build(co, "--cuda", "none")
     other = build(co, "--cuda", "none", "--python", "3.12").stderr
