@@ -14,7 +14,7 @@ from pathlib import Path
 import nox
 
 from torchbuild import config, matrix, run
-from torchbuild.envs import VIRTUALENV_FROM
+from torchbuild.envs import by_virtualenv
 from torchbuild.freshness import ROOT_ENV
 
 PROJECT = (config.project_at(Path(os.environ[ROOT_ENV]), os.environ) if os.environ.get(ROOT_ENV)
@@ -24,10 +24,8 @@ PYTHONS, CUDAS, PAIRS = matrix.axes(CONFIG)
 os.environ["PATH"] = f"{matrix.expose_interpreters(CONFIG, PYTHONS)}{os.pathsep}{os.environ.get('PATH', '')}"
 
 nox.options.reuse_existing_virtualenvs = True
-# "venv" sessions are made as `inv env.create` makes venvs (envs.venv_command): by virtualenv, nox's own, where
-# every Python of the matrix allows it; pip comes from its wheel cache instead of ensurepip's three seconds
-VIRTUALENV = CONFIG.matrix.backend == "venv" and all(
-    tuple(int(x) for x in p.split(".")[:2]) >= VIRTUALENV_FROM for p in PYTHONS)
+# "venv" sessions are made as `inv env.create` makes venvs: by virtualenv where every Python of the matrix allows it
+VIRTUALENV = CONFIG.matrix.backend == "venv" and all(by_virtualenv(p) for p in PYTHONS)
 
 
 @nox.session(python=PYTHONS, venv_backend="virtualenv" if VIRTUALENV else CONFIG.matrix.backend,

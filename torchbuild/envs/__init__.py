@@ -268,15 +268,17 @@ def _make(backend: str, exe: str, python: Python, prefix: Path, cfg: Config, req
     return py
 
 
-VIRTUALENV_FROM = (3, 9)  # the oldest Python virtualenv makes envs for with pip in them
+def by_virtualenv(version: str) -> bool:
+    """Whether a venv for this Python is made by virtualenv (nox's own, so always here): 3.9+, where it seeds pip
+    from its wheel cache in a fraction of a second and `python -m venv` runs ensurepip for three (virtualenv
+    ships no pip for older ones)."""
+    new = tuple(int(x) for x in version.split(".")[:2]) >= (3, 9)
+    return new and importlib.util.find_spec("virtualenv") is not None
 
 
 def venv_command(python: Python, prefix: Path) -> list[str]:
-    """How a venv is made: by virtualenv (nox's own, so always here) for Python 3.9+, which seeds pip from its
-    wheel cache in a fraction of a second where `python -m venv` runs ensurepip for three; by the Python's
-    own venv module for older ones (virtualenv ships no pip for them)."""
-    major, minor = (int(x) for x in python.version.split(".")[:2])
-    if (major, minor) >= VIRTUALENV_FROM and importlib.util.find_spec("virtualenv") is not None:
+    """How a venv is made: by virtualenv where by_virtualenv says so, else by the Python's own venv module."""
+    if by_virtualenv(python.version):
         return [sys.executable, "-m", "virtualenv", "--quiet", "--no-periodic-update", "--python", str(python.path),
                 str(prefix)]
     if not python.venv:
