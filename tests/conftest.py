@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import os
 import shutil
@@ -23,6 +24,13 @@ REAL_HOME = Path.home()
 # envs go without it (build.mkl), or a run needs tens of GB of disk. test_envs asserts what it adds.
 NO_MKL = {"TORCHBUILD_BUILD_MKL": "0"}
 os.environ.update(NO_MKL)  # for module- and session-scoped fixtures, which run before isolated_env
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """torchbuild's modules byte-compiled once: each test starts `inv` in a new Python, which on a machine that
+    sets PYTHONDONTWRITEBYTECODE (CI's) would compile all of torchbuild again, half a second of CPU each time
+    (a developer's first run writes them). Up-to-date files are skipped."""
+    compileall.compile_dir(REPO / "torchbuild", quiet=2)
 
 
 @pytest.fixture(autouse=True)

@@ -77,12 +77,16 @@ def test_requirements_take_the_checkout_and_pin_old_pythons(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("minor", ["3.6", "3.12"])
-def test_real_env_with_build_deps_and_idempotent(project, minor):
+def test_real_env_with_build_deps_and_idempotent(project, minor, monkeypatch):
     if not has_python(minor):
         pytest.skip(f"no pyenv Python {minor} on this machine")
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # as many containers set it: Python writes no bytecode
     done = inv("env.create", "--python", minor, check=True, timeout=600)
     prefix = project / "envs" / f"py{minor}"
     assert f"env py{minor}: Python {minor}." in done.stderr
+    site = prefix / "lib" / f"python{minor}" / "site-packages"  # so the env's packages come byte-compiled
+    tag = f"cpython-{minor.replace('.', '')}"
+    assert [(site / p / "__pycache__" / f"__init__.{tag}.pyc").exists() for p in ("pip", "yaml")] == [True, True]
     out = subprocess.run([str(prefix / "bin/python"), "-c",
                           "import numpy, yaml, ninja, cmake, sys; print(sys.version_info[:2], numpy.__version__)"],
                          capture_output=True, text=True, check=True).stdout

@@ -16,6 +16,7 @@ import nox
 from torchbuild import config, matrix, run
 from torchbuild.envs import by_virtualenv
 from torchbuild.freshness import ROOT_ENV
+from torchbuild.toolchain.python import compile_installed
 
 PROJECT = (config.project_at(Path(os.environ[ROOT_ENV]), os.environ) if os.environ.get(ROOT_ENV)
            else config.locate(Path.cwd(), os.environ))
@@ -46,6 +47,8 @@ def build(session: nox.Session, cuda: str) -> None:
     installs, stamp = matrix.installs(CONFIG, str(session.python), venv)
     for args in installs:
         session.install(*args)
+    if installs:
+        compile_installed(venv / "bin" / "python")
     matrix.mark_installed(venv, stamp)
     record = matrix.run_session(CONFIG, str(session.python), cuda, force, venv, started=started)
     if record.result == "failed":

@@ -25,7 +25,7 @@ from ..errors import CommandError, TorchbuildError
 from ..locks import locked
 from ..run import run
 from ..toolchain import search_path, system
-from ..toolchain.python import Python
+from ..toolchain.python import Python, compile_installed
 from .requirements import (
     KNOWN,
     PINS,
@@ -44,8 +44,8 @@ __all__ = ["KNOWN", "PINS", "checkout_requirements", "condarc", "expected_stamp"
 
 STAMP = "torchbuild-env.json"
 BACKENDS = ("venv", "uv", "conda", "mamba", "micromamba")
-# pip's install into a build env: no byte-compiling of every module it installs (half of env creation's CPU;
-# Python compiles what a build imports, once). uv compiles nothing by default.
+# pip installs into a build env byte-compile nothing (half of env creation's CPU; Python compiles what a build
+# imports, once; compile_installed where Python writes no bytecode), as uv's.
 PIP_INSTALL = ("install", "-q", "--no-compile")
 
 
@@ -110,7 +110,6 @@ def named(cfg: Config, name: str) -> Path:
 def default_name(version: str, backend: str) -> str:
     minor = ".".join(version.split(".")[:2])
     return f"py{minor}" if backend == "venv" else f"py{minor}-{backend}"
-
 
 
 def read(prefix: Path) -> Env | None:
@@ -211,6 +210,7 @@ def _create(cfg: Config, python: Python, name: str, backend: str, exe: str, pref
     try:
         with con.timed(f"create env {name} with Python {python.version} ({backend})"):
             py = _make(backend, exe, python, prefix, cfg, reqs, conda_pkgs)
+            compile_installed(py)
             made = Env(name, prefix, backend, py, python.version, stamp, setuptools_version(py))
             (prefix / STAMP).write_text(json.dumps({**asdict(made), "prefix": str(prefix), "python": str(py),
                                                     "requirements": reqs}, indent=2) + "\n")
@@ -320,6 +320,7 @@ def _update_in_place(cfg: Config, made: Env, checkout: Path | None, reqs: list[s
     with con.timed(f"env {made.name}: add what {checkout.name if checkout else 'the build'} needs "
                    f"({len(reqs)} requirements) instead of making it again"):
         _install([*pip, *PIP_INSTALL], reqs, made.version, {"PIP_CONFIG_FILE": str(made.prefix / "pip.conf")})
+        compile_installed(made.python)
     check = run(pip + ["check"], capture=True, echo=False, check=False)
     if check.returncode != 0:
         first = (check.stdout + check.stderr).strip().splitlines()[:1]
@@ -345,8 +346,6 @@ def activation(env: Env, shell: str = "bash") -> str:
 def choose(cfg: Config, python_spec: str | None, env_name: str | None, base_env: Mapping[str, str],
            tool_prefix: str | None = None) -> EnvChoice:
     """The env a build uses: --env NAME, --python X (managed), the active env, else the default Python's."""
-    import sys
-
     from ..toolchain import python as pythons
 
     backend = cfg.matrix.backend
@@ -390,8 +389,6 @@ def choose(cfg: Config, python_spec: str | None, env_name: str | None, base_env:
 def ensure(cfg: Config, choice: EnvChoice, checkout: Path, cuda: str | None, base_env: Mapping[str, str],
            dry_run: bool = False) -> EnvChoice:
     """Create or update a managed env when needed (its stamp decides); the choice with what it has."""
-    from dataclasses import replace
-
     from ..toolchain import python as pythons
 
     if choice.name is None:
