@@ -78,13 +78,13 @@ COMPILE_INSTALLED = ("import compileall, re, sysconfig; compileall.compile_dir(s
                      "quiet=2, rx=re.compile('site-packages/.*/tests?/'))")
 
 
-def compile_installed(python: Path, env: Mapping[str, str] | None = None) -> None:
+def compile_installed(python: Path) -> None:
     """Byte-compile what is installed in the env of `python` where Python writes no bytecode itself
     (PYTHONDONTWRITEBYTECODE, common in containers): else pip, each PEP 517 hook and CMake's FindPython probe
     compile pip and setuptools from source at every build, a second of CPU each time. Up-to-date files and the
     packages' test suites (no build imports them: a third of the time) are skipped; a file this Python cannot
     compile is left as pip would leave it."""
-    if (os.environ if env is None else env).get("PYTHONDONTWRITEBYTECODE"):
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
         run([str(python), "-c", COMPILE_INSTALLED], echo=False, check=False)
 
 
