@@ -3,8 +3,9 @@
 PyTorch configures in build/ (scikit-build-core in its build-dir, which torchbuild sets to build/); a
 setuptools project's build_ext configures inside build/ (pybind's cmake_example: build/temp.*/); others
 configure elsewhere in the checkout (onnx: .setuptools-cmake-build/, which its .gitignore names). Each is
-found by its CMakeCache.txt. One outside build/ is made of files the build wrote into the checkout, so it
-travels with its configuration as outputs.py's files do (kept with the tree, restored, removed by clean);
+named by CMake itself in the build's log ("Build files have been written to"). One outside build/ is the
+configuration's whole, so it travels with it as outputs.py's files do (kept with the tree, restored, removed
+by clean); a tree the user configured by hand is never one;
 here every tree is reconfigured from scratch when the configuration changes, and every tree is asked whether
 ninja has work before a build is called up to date.
 """
@@ -39,12 +40,13 @@ def configured_for(build: Path) -> Path | None:
     return Path(home).resolve() if home else None
 
 
-def found(checkout: Path, build: Path, files: Iterable[str]) -> list[Path]:
+def found(checkout: Path, build: Path, outside: Iterable[str]) -> list[Path]:
     """The configuration's trees: build/ where it is one (PyTorch's; the trees of its ExternalProjects are
-    part of it), else those inside it, then those elsewhere in the checkout among its recorded files."""
+    part of it), else those inside it, then those elsewhere in the checkout its builds configured (the
+    marker's `trees`, from CMake's own words in the build's log)."""
     trees = [build] if (build / CACHE).is_file() else _inside(build, NESTED_DEPTH)
-    for tree in sorted({(checkout / name).parent for name in files if Path(name).name == CACHE}):
-        if not any(tree.is_relative_to(t) for t in trees):
+    for tree in sorted({checkout / name for name in outside}):
+        if (tree / CACHE).is_file() and not any(tree.is_relative_to(t) for t in trees):
             trees.append(tree)
     return trees
 
@@ -113,9 +115,10 @@ def generator(checkout: Path, ninja: str | None) -> tuple[str | None, str]:
     return NINJA, "CMake generator: Ninja (CMAKE_GENERATOR), so ninja can say when the build is up to date"
 
 
-def start_over(checkout: Path) -> None:
-    """Remove the CMakeCache.txt and CMakeFiles of build/ and every tree in the checkout (a known failure's
-    `fresh` remedy; a tree the failed attempt made is not recorded yet, so this one looks)."""
-    for tree in [checkout / "build", *scan(checkout)]:
+def start_over(trees: Iterable[Path]) -> None:
+    """Remove the CMakeCache.txt and CMakeFiles of the configuration's trees (a known failure's `fresh`
+    remedy: build/, the recorded ones, and those the failed attempt's log says it configured), never a
+    tree of the user's."""
+    for tree in trees:
         (tree / CACHE).unlink(missing_ok=True)
         shutil.rmtree(tree / "CMakeFiles", ignore_errors=True)

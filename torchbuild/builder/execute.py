@@ -10,6 +10,8 @@ the first options forever; the 2.9+ setup.py pops CMAKE_FRESH before reading it)
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -36,6 +38,7 @@ from .trees import (
     build_lock,
     configure_changes,
     kept_wheel,
+    outside_trees,
     read_marker,
     recorded_outputs,
     remove_tree,
@@ -104,8 +107,8 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         marker = read_marker(build) if build.exists() else None
         remedies: dict[str, str] = dict(marker.get("remedies") or {}) if marker else {}  # type: ignore[call-overload]
         plan = with_remedies(plan, remedies)
-        files = recorded_outputs(marker)
-        trees = cmaketrees.found(checkout, build, files)
+        files, outside = recorded_outputs(marker), outside_trees(marker)
+        trees = cmaketrees.found(checkout, build, outside)
         changed = configure_changes(marker.get("configure") if marker else None, plan.configure)  # type: ignore[arg-type]
         changed += cmaketrees.moved(trees, checkout)
         fresh = merged_env(base_env, plan.changes).get("CMAKE_FRESH", "").lower() in TRUE  # from any source
@@ -160,8 +163,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         elif edited:
             con.info(f"the whole way: {edited}")
         build.mkdir(exist_ok=True)  # the tree is this configuration's from now on, even if interrupted
-        write_marker(build, plan.key, plan.configure, None, remedies, files=files)
-        before = outputs.snapshot(checkout)
+        write_marker(build, plan.key, plan.configure, None, remedies, files=files, trees=outside)
         if plan.changes.get("BUILD_PYTHON_ONLY") == "1":
             con.info(f"the Python part links against the core: {place_core(plan)} of its libraries in "
                      f"{checkout / plan.package / 'lib'} (LIBTORCH_LIB_PATH)")
@@ -211,14 +213,16 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                     new = [d for d in found if d.has_remedy and not _applied(d, remedies)]
                     if attempt == 1 and new:
                         quick = None  # a remedy may reconfigure: the whole way
-                        remedies = _apply_remedies(new, remedies, build, log)
+                        failed = outputs.cmake_trees(checkout, _log_tail(plan.log, since))
+                        remedies = _apply_remedies(new, remedies, [*trees, *(checkout / t for t in failed)], log)
                         plan = with_remedies(plan, remedies)
                         stamp = inputs_stamp(plan)  # the remedy is part of this tree's inputs from now on
-                        write_marker(build, plan.key, plan.configure, None, remedies, files=files)
+                        write_marker(build, plan.key, plan.configure, None, remedies, files=files, trees=outside)
                         continue
-                    # what the failed build wrote into the checkout is this tree's too (a switch moves it out)
-                    write_marker(build, plan.key, plan.configure, None, remedies,
-                                 files=outputs.record(checkout, build, before, files))
+                    # what the failed build made in the checkout is this tree's too (a switch moves it out)
+                    log.flush()
+                    failed_files, outside = claim(plan, build, files, outside)
+                    write_marker(build, plan.key, plan.configure, None, remedies, files=failed_files, trees=outside)
                     if importable:  # the configuration that was importable before this build comes back
                         con.info(activate_tree(checkout, importable) or "")
                     _fail(plan, tracker, found, exc.returncode, probed, time.monotonic() - start, remedies,
@@ -231,16 +235,19 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                      f"the build went on without it (CMake's warning is in {plan.log})")
         finished(checkout)
         made = newest_wheel(plan.dist, wheels_before) if plan.dist else None
-        files = dict(outputs.record(checkout, build, before, files))
-        write_marker(build, plan.key, plan.configure, stamp if made or not plan.wheel else None, remedies, made,
-                     files, tree, env_files(plan) if plan.outputs_in_env else None)
+        owned, outside = claim(plan, build, files, outside)
+        files = dict(owned)
+        raced = edited_meanwhile(checkout, tree, files, cmaketrees.found(checkout, build, outside))
+        write_marker(build, plan.key, plan.configure, None if raced or (plan.wheel and not made) else stamp,
+                     remedies, made, files, tree, env_files(plan) if plan.outputs_in_env else None, plan.env.prefix,
+                     outside)
         if plan.stats_log.exists():
             result.hits, result.misses, result.remote_hits = parse_stats_log(plan.stats_log.read_text())
         elif sccache:
             stats = run([sccache, "--stop-server"], env=plan.changes, base_env=base_env, capture=True, echo=False,
                         check=False).stdout
             result.hits, result.misses = parse_sccache_stats(stats)
-        steps = profile.steps_since(logged, cmaketrees.found(checkout, build, files), command_start)
+        steps = profile.steps_since(logged, cmaketrees.found(checkout, build, outside), command_start)
         remember(build, steps)
         pools.remember(build, watch.peak.per_unit)
         spans = profile.phases(timeline, command_start, command_end, time.time(),
@@ -260,6 +267,58 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
     result.package = package_name(checkout, plan.env.prefix)  # the build installed the project: ask the env
     result.wheel = made
     return result
+
+
+def claim(plan: Plan, build: Path, files: Mapping[str, object], outside: list[str]
+          ) -> tuple[dict[str, list[int]], list[str]]:
+    """The configuration's files in the checkout and its trees outside build/, as the build's channels name
+    them (outputs.claimed): its CMake trees' manifests and ninja outputs, setuptools' copies in its log."""
+    trees = cmaketrees.found(plan.checkout, build, outside)
+    ninja = next(filter(None, map(tree_ninja, trees)), None) or shutil.which(
+        "ninja", path=str(plan.changes.get("PATH") or os.environ.get("PATH", "")))
+    return outputs.claimed(plan.checkout, build, trees, _log_tail(plan.log, size=1 << 30), ninja, files, outside)
+
+
+def edited_meanwhile(checkout: Path, before: Mapping[str, object] | None, files: Mapping[str, object],
+                     trees: list[Path]) -> list[str]:
+    """Sources edited while the build ran (after it began, before it ended: the compiler may have read the
+    old text, and ninja, seeing the object newer, would never compile it again). Their objects are removed
+    from the trees, so the next build compiles them, and the build is not recorded as complete. (Any other
+    change is seen by the next build against the working tree recorded as this one began.)"""
+    if before is None:
+        return []
+    now = worktree(checkout)
+    changed = {p for p in set(before) | set(now) if before.get(p) != now.get(p) and p not in files}
+    raced = sorted(p for p in changed if p in before or p in outputs.tracked(checkout, changed))
+    stale = invalidate(trees, [checkout / p for p in raced]) if raced else 0
+    if stale:
+        _console.get().warn(f"{', '.join(raced[:3])}{' ...' if len(raced) > 3 else ''} changed while the build ran: "
+                            f"what it built may hold the old text; the {stale} output(s) made from it are removed, "
+                            "so the next `inv build` builds them again (until then this configuration is not up "
+                            "to date)")
+    return raced if stale else []
+
+
+def invalidate(trees: list[Path], sources: list[Path]) -> int:
+    """Remove every output of the trees' ninja graphs that the deps log says was made from one of `sources`
+    (the trees' own files); how many."""
+    wanted = {os.path.normpath(s) for s in sources}
+    removed = 0
+    for tree in trees:
+        ninja = tree_ninja(tree) or shutil.which("ninja")
+        if ninja is None or not (tree / "build.ninja").is_file():
+            continue
+        listed = run([ninja, "-C", str(tree), "-t", "deps"], capture=True, echo=False, check=False).stdout
+        output = None
+        for line in listed.splitlines():
+            if line and not line.startswith(" "):
+                output = line.split(": #deps", 1)[0]
+            elif output and line.strip() and os.path.normpath(tree / line.strip()) in wanted:
+                with contextlib.suppress(OSError):
+                    (tree / output).unlink()
+                    removed += 1
+                output = None
+    return removed
 
 
 def linker_trial(plan: Plan, build: Path, steps: list[profile.Step], base_env: Mapping[str, str]) -> None:
@@ -323,7 +382,8 @@ def _applied(d: Diagnosis, remedies: Mapping[str, str]) -> bool:
     return bool(d.failure.remedy_set) and all(remedies.get(k) == v for k, v in d.failure.remedy_set.items())
 
 
-def _apply_remedies(found: list[Diagnosis], remedies: Mapping[str, str], build: Path, log: IO[str]) -> dict[str, str]:
+def _apply_remedies(found: list[Diagnosis], remedies: Mapping[str, str], trees: list[Path], log: IO[str]
+                    ) -> dict[str, str]:
     """Announce each remedy on the terminal and in the log; return the remedies now in force."""
     con = _console.get()
     out = dict(remedies)
@@ -333,7 +393,7 @@ def _apply_remedies(found: list[Diagnosis], remedies: Mapping[str, str], build: 
             out.update(d.failure.remedy_set)
             what.append(" ".join(f"{k}={v}" for k, v in d.failure.remedy_set.items()))
         if d.failure.remedy_fresh:
-            cmaketrees.start_over(build.parent)
+            cmaketrees.start_over(trees)
             what.append("a fresh CMake configure (CMakeCache.txt removed)")
         message = f"known failure {d.id}: {d.explain}; remedy: {', '.join(what)}, building again"
         con.warn(message)

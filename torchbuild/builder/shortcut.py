@@ -122,9 +122,9 @@ def env_install_refusal(build: Path, marker: Mapping[str, object], into: Path) -
     cmake_files = manifest_files(build, into)
     if cmake_files is None:
         return "CMake's install manifest is missing or names a file outside the install prefix"
-    kept = marker.get("env_files")
-    ours = {Path(p).relative_to(into).as_posix() for p in kept if Path(p).is_relative_to(into)} \
-        if isinstance(kept, dict) else set()
+    kept, prefix = marker.get("env_files"), marker.get("env_prefix")
+    ours = {(Path(str(prefix)) / p).relative_to(into).as_posix() for p in kept
+            if (Path(str(prefix)) / p).is_relative_to(into)} if isinstance(kept, dict) and prefix else set()
     ours = {p for p in ours if not (p.split("/")[0].endswith((".dist-info", ".pth")) or p.startswith("_editable_"))}
     if ours != cmake_files:
         return f"the editable install in {into} holds other files than CMake's install"

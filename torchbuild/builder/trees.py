@@ -32,11 +32,36 @@ KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+_-]*")
 
 
 def read_marker(tree: Path) -> dict[str, object] | None:
+    """The tree's record, validated (None: none, unreadable, or one that cannot be trusted: a key that is
+    not a configuration name, a file outside the checkout or env it describes). A record of an older
+    torchbuild that named env files by absolute path keeps no env files (the build goes the whole way)."""
     try:
         data = json.loads((tree / MARKER).read_text())
-        return data if isinstance(data, dict) else None
     except (OSError, ValueError):
         return None
+    return valid_marker(data)
+
+
+def valid_marker(data: object) -> dict[str, object] | None:
+    """A marker's data as torchbuild trusts it, or None (see read_marker)."""
+    if not isinstance(data, dict):
+        return None
+    key = data.get("key")
+    if not isinstance(key, str) or not KEY_RE.fullmatch(key) or ".." in key:
+        return None
+    if not outputs.valid_stats(data.get("outputs") or {}) or not isinstance(data.get("configure") or {}, dict) \
+            or not isinstance(data.get("remedies") or {}, dict):
+        return None
+    trees = data.get("trees") or []
+    if not isinstance(trees, list) or not all(outputs.safe_name(t) for t in trees):
+        return None
+    env, prefix = data.get("env_files"), data.get("env_prefix")
+    if env is not None and not (isinstance(prefix, str) and os.path.isabs(prefix) and outputs.valid_stats(env)):
+        if isinstance(env, dict) and any(isinstance(k, str) and os.path.isabs(k) for k in env):
+            data = {**data, "env_files": None, "env_prefix": None}  # an older torchbuild's record
+        else:
+            return None
+    return data
 
 
 def trees_dir(checkout: Path) -> Path:
@@ -44,7 +69,9 @@ def trees_dir(checkout: Path) -> Path:
 
 
 def activate_tree(checkout: Path, key: str) -> str | None:
-    """Put `key`'s tree at build/ (stashing the current one); return what happened, or None."""
+    """Put `key`'s tree at build/ (keeping the current one, with its files from the checkout and the env,
+    in .torchbuild/trees/); return what happened, or None. All or nothing: a move that fails puts back
+    every move before it and raises."""
     build = checkout / "build"
     stash = trees_dir(checkout)
     current = read_marker(build) if build.exists() else None
@@ -52,26 +79,39 @@ def activate_tree(checkout: Path, key: str) -> str | None:
         return None
     stash.mkdir(parents=True, exist_ok=True)
     message = []
-    if build.exists():
-        old = str(current["key"]) if current else f"{FOREIGN}{time.strftime('%Y%m%d-%H%M%S')}"
-        target = stash / old
-        if target.exists() and current:
-            shutil.rmtree(target)
-        moved = outputs.stash(checkout, build, recorded_outputs(current)) if current else 0
-        from_env = outputs.stash_env(build, env_recorded(current)) if current else 0
-        os.replace(build, target)
-        message.append(f"kept the {old} tree in {target}" + (f" with its {moved} file(s) from the checkout"
-                                                              if moved else "")
-                       + (f" and its {from_env} from the env" if from_env else "") if current else
-                       f"build/ was not made by torchbuild: moved it, untouched, to {target} (to bring it back: "
-                       f"inv clean && mv {target} {build})")
-    if (stash / key).exists():
-        os.replace(stash / key, build)
-        moved, to_env = outputs.restore(checkout, build), outputs.restore_env(build)
-        message.append(f"restored the {key} tree" + (f" and its {moved} file(s) in the checkout" if moved else "")
-                       + (f" and its {to_env} in the env" if to_env else ""))
-    else:
-        message.append(f"new tree for {key}")
+    moves = outputs.Moves()
+    try:
+        if build.exists() or build.is_symlink():
+            old = str(current["key"]) if current else f"{FOREIGN}{time.strftime('%Y%m%d-%H%M%S')}"
+            target = stash / old
+            if target.exists() and current:
+                shutil.rmtree(target)
+            moved = outputs.stash(checkout, build, recorded_outputs(current), moves) if current else 0
+            prefix = env_prefix(current)
+            from_env = outputs.stash_env(build, prefix, checkout, env_recorded(current), moves) \
+                if current and prefix else 0
+            moves.move(build, target)
+            outputs.tidy(checkout, recorded_outputs(current))
+            message.append(f"kept the {old} tree in {target}" + (f" with its {moved} file(s) from the checkout"
+                                                                  if moved else "")
+                           + (f" and its {from_env} file(s) from the env" if from_env else "") if current else
+                           f"build/ was not made by torchbuild: moved it, untouched, to {target} (to bring it "
+                           f"back: inv clean && mv {target} {build})")
+        if (stash / key).exists() and read_marker(stash / key):
+            moves.move(stash / key, build)
+            restored = read_marker(build)
+            moved, why = outputs.restore(checkout, build, moves)
+            prefix = env_prefix(restored)
+            to_env, env_why = outputs.restore_env(build, prefix, checkout, moves) if prefix else (0, None)
+            message.append(f"restored the {key} tree" + (f" and its {moved} file(s) in the checkout" if moved else "")
+                           + (f" and its {to_env} in the env" if to_env else "")
+                           + "".join(f" (its files were not put back: {w}; the build goes the whole way)"
+                                     for w in (why, env_why) if w))
+        else:
+            message.append(f"new tree for {key}")
+    except BaseException:
+        moves.undo()
+        raise
     return "; ".join(message)
 
 
@@ -95,17 +135,23 @@ def build_lock(checkout: Path) -> contextlib.AbstractContextManager[None]:
 def write_marker(build: Path, key: str, configure: Mapping[str, str], done: str | None,
                  remedies: Mapping[str, str] | None = None, wheel: Path | None = None,
                  files: Mapping[str, object] | None = None, worktree: Mapping[str, object] | None = None,
-                 env_files: Mapping[str, object] | None = None) -> None:
+                 env_files: Mapping[str, object] | None = None, env: Path | None = None,
+                 trees: list[str] | None = None) -> None:
     """Record which configuration a tree holds, how it was configured (a secret's value as a digest),
     its last complete inputs, the remedies (known-failure fixes) applied to it, which its later builds
     keep, the wheel it made, its files in the checkout (outputs.py), the working tree's changed files
-    as the last complete build began (shortcut.py), and the files its editable install put into the env
-    (scikit-build-core: the compiled outputs live there)."""
+    as the last complete build began (shortcut.py), the files its editable install put into the env
+    (scikit-build-core: the compiled outputs live there), relative to that env, and its CMake trees
+    outside build/. Written to a temporary file first: a marker is whole or absent."""
     data = {"key": key, "configure": kept_values(configure), "done": done, "remedies": dict(remedies or {}),
             "wheel": wheel_id(wheel) if wheel else None, "outputs": dict(files or {}),
             "worktree": dict(worktree) if worktree is not None else None,
-            "env_files": dict(env_files) if env_files is not None else None}
-    (build / MARKER).write_text(json.dumps(data, indent=2))
+            "env_files": dict(env_files) if env_files is not None else None,
+            "env_prefix": str(env) if env is not None and env_files is not None else None,
+            "trees": list(trees or [])}
+    tmp = build / f"{MARKER}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(data, indent=2))
+    tmp.replace(build / MARKER)
 
 
 def kept_values(variables: Mapping[str, str]) -> dict[str, str]:
@@ -125,6 +171,18 @@ def env_recorded(marker: Mapping[str, object] | None) -> dict[str, object]:
     return dict(files) if isinstance(files, dict) else {}
 
 
+def env_prefix(marker: Mapping[str, object] | None) -> Path | None:
+    """The env the configuration's editable install went into, as its marker records it."""
+    prefix = marker.get("env_prefix") if marker else None
+    return Path(prefix) if isinstance(prefix, str) else None
+
+
+def outside_trees(marker: Mapping[str, object] | None) -> list[str]:
+    """The configuration's CMake trees in the checkout outside build/, as its marker records them."""
+    trees = marker.get("trees") if marker else None
+    return [str(t) for t in trees] if isinstance(trees, list) else []
+
+
 def wheel_id(wheel: Path) -> list[object]:
     """A wheel file as the marker keeps it: path, size and mtime (a rebuilt or replaced wheel differs)."""
     st = wheel.stat()
@@ -141,16 +199,8 @@ def kept_wheel(marker: Mapping[str, object] | None) -> Path | None:
 
 
 def remove_tree(checkout: Path, key: str) -> int:
-    freed = 0
-    build = checkout / "build"
-    marker = read_marker(build) if build.exists() else None
-    if marker and marker.get("key") == key:
-        outputs.remove(checkout, recorded_outputs(marker))
-    for tree in ([build] if marker and marker.get("key") == key else []) + [trees_dir(checkout) / key]:
-        if tree.exists():
-            freed += tree_size(tree)
-            shutil.rmtree(tree)
-    return freed
+    """Remove `key`'s tree (build/ or kept) and its files in the checkout; the bytes freed."""
+    return sum(size for _what, size, _files in clean(checkout, key=key, locked=False, missing_ok=True)[0])
 
 
 def tree_size(path: Path) -> int:
@@ -162,11 +212,25 @@ def tree_size(path: Path) -> int:
     return total
 
 
-def clean(checkout: Path, all_trees: bool = False, key: str | None = None, dry_run: bool = False
-          ) -> tuple[list[tuple[str, int]], list[Path]]:
-    """Remove build trees torchbuild made (never sources, never a tree without its marker): the
-    current one, `key`'s, or all (`dry_run`: only say which). Returns ((what, bytes) removed, foreign
-    trees kept)."""
+def remove_tree_folder(tree: Path) -> None:
+    """Delete a tree torchbuild made; through a link (build/ put on another disk), what is in the folder
+    it points to, which stays, with the link."""
+    if tree.is_symlink():
+        for entry in list(tree.resolve().iterdir()):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    else:
+        shutil.rmtree(tree)
+
+
+def clean(checkout: Path, all_trees: bool = False, key: str | None = None, dry_run: bool = False,
+          locked: bool = True, missing_ok: bool = False
+          ) -> tuple[list[tuple[str, int, list[str]]], list[Path]]:
+    """Remove build trees torchbuild made (never sources, never a tree without a valid marker): the
+    current one, `key`'s, or all (`dry_run`: only say which). Returns ((what, bytes, the checkout's files
+    removed with it) for each tree, the trees kept as not torchbuild's)."""
     if key is not None and (not KEY_RE.fullmatch(key) or ".." in key):
         raise TorchbuildError(f"--config '{key}' is not a configuration name (like py3.12-cpu-release)",
                               "run `inv clean --all`, or pass a name from .torchbuild/trees/")
@@ -174,7 +238,7 @@ def clean(checkout: Path, all_trees: bool = False, key: str | None = None, dry_r
     trees = [build] if build.is_dir() else []
     trees += sorted(p for p in trees_dir(checkout).glob("*") if p.is_dir() and not p.is_symlink())
     removed, kept = [], []
-    with build_lock(checkout):
+    with build_lock(checkout) if locked else contextlib.nullcontext():
         for tree in trees:
             marker = read_marker(tree)
             name = str(marker["key"]) if marker else tree.name
@@ -185,12 +249,12 @@ def clean(checkout: Path, all_trees: bool = False, key: str | None = None, dry_r
                 kept.append(tree)
                 continue
             size = tree_size(tree)
-            if tree == build and not dry_run:  # the checkout holds its files: they go with it
-                outputs.remove(checkout, recorded_outputs(marker))
+            files = sorted(recorded_outputs(marker)) if tree == build else []  # the checkout holds them now
             if not dry_run:
-                shutil.rmtree(tree)
-            removed.append((f"{name} ({tree})", size))
-    if key and not removed:
+                files = outputs.remove(checkout, recorded_outputs(marker)) if tree == build else []
+                remove_tree_folder(tree)
+            removed.append((f"{name} ({tree})", size, files))
+    if key and not removed and not missing_ok:
         known = sorted(str(m["key"]) for tree in trees if (m := read_marker(tree)))
         raise TorchbuildError(f"no build tree for configuration '{key}'", f"known: {', '.join(known) or 'none'}")
     return removed, kept

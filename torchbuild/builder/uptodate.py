@@ -52,9 +52,10 @@ def inputs_stamp(plan: Plan) -> str:
 
 def worktree(checkout: Path, prefix: str = "") -> dict[str, list[int] | None]:
     """Every file git lists as changed, new or deleted, by size and mtime; a submodule with changes by
-    its own files, recursively."""
-    out = run(["git", "status", "--porcelain", "-z", "--untracked-files=all"], cwd=checkout, capture=True,
-              echo=False, check=False).stdout
+    its own files, recursively, whatever its `ignore =` line in .gitmodules says (PyTorch marks several
+    `ignore = dirty`: git status hides their edits)."""
+    out = run(["git", "status", "--porcelain", "-z", "--untracked-files=all", "--ignore-submodules=none"],
+              cwd=checkout, capture=True, echo=False, check=False).stdout
     entries: dict[str, list[int] | None] = {}
     fields = iter(out.split("\0"))
     for entry in fields:
@@ -173,7 +174,8 @@ def installed(plan: Plan, marker: Mapping[str, object] | None = None) -> bool:
     (where the driver installs them into the env: the files this tree's last build put there, unchanged)."""
     if plan.outputs_in_env:
         kept = marker.get("env_files") if marker else None
-        return isinstance(kept, dict) and bool(kept) and kept == env_files(plan) \
+        same_env = bool(marker) and str(marker.get("env_prefix")) == str(plan.env.prefix)  # type: ignore[union-attr]
+        return isinstance(kept, dict) and bool(kept) and same_env and kept == env_files(plan) \
             and redirected_into(plan.env.prefix, plan.checkout)
     served = set()
     for site in plan.env.prefix.glob("lib/python*/site-packages"):
@@ -230,21 +232,22 @@ def env_install_dir(plan: Plan) -> Path | None:
 
 
 def env_files(plan: Plan) -> dict[str, list[int]]:
-    """The files the editable install of the checkout put into the env (its RECORD), by size and mtime: a
-    scikit-build-core configuration's compiled outputs live there, not in the checkout."""
+    """The files the editable install of the checkout put into the env (its RECORD), by path relative to
+    the env and by size and mtime: a scikit-build-core configuration's compiled outputs live there, not
+    in the checkout."""
     record = editable_record(plan.env.prefix, plan.checkout)
     if record is None:
         return {}
-    site = record.parent.parent
+    site, prefix = record.parent.parent, plan.env.prefix
     out: dict[str, list[int]] = {}
     for row in record.read_text(errors="replace").splitlines():
         rel = row.rsplit(",", 2)[0]
         path = Path(os.path.normpath(site / rel))
-        if not rel or rel.endswith(".pyc") or "__pycache__" in rel or not path.is_relative_to(plan.env.prefix):
+        if not rel or rel.endswith(".pyc") or "__pycache__" in rel or not path.is_relative_to(prefix):
             continue
         with contextlib.suppress(OSError):
             st = path.lstat()
-            out[str(path)] = [st.st_size, st.st_mtime_ns]
+            out[path.relative_to(prefix).as_posix()] = [st.st_size, st.st_mtime_ns]
     return out
 
 

@@ -84,9 +84,12 @@ def clean(cfg: Config, all_trees: bool = False, config: str | None = None, dry_r
     if not removed:
         con.info(f"no build tree of torchbuild's in {cfg.source_path}: nothing to remove")
     verb = "would remove" if dry_run else "removed"
-    for what, size in removed:
-        con.info(f"{verb} {what}: {size / 1024 ** 2:.1f} MiB")
+    for what, size, files in removed:
+        con.info(f"{verb} {what}: {size / 1024 ** 2:.1f} MiB"
+                 + (f", and its {len(files)} file(s) in the checkout:" if files else ""))
+        for name in files:
+            con.info(f"  {name}")
     if removed:
-        freed = f"{sum(s for _, s in removed) / 1024 ** 2:.1f} MiB"
+        freed = f"{sum(s for _, s, _ in removed) / 1024 ** 2:.1f} MiB"
         con.ok(f"--dry-run: would free {freed}; nothing was removed" if dry_run else f"freed {freed}")
     return 0
