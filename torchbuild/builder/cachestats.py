@@ -73,7 +73,8 @@ def miss_reasons(build: Path, stats_log: str, base: Path | None = None) -> list[
     else its source or a header it includes changed. Keeps this build's commands for the next."""
     before: dict[str, str] = {}
     with contextlib.suppress(OSError, ValueError):
-        before = json.loads((build / COMMANDS).read_text())
+        kept = json.loads((build / COMMANDS).read_text())
+        before = kept if isinstance(kept, dict) else {}
     now = compile_commands(build)
     reasons: Counter[str] = Counter()
     for source in missed(stats_log):

@@ -101,6 +101,22 @@ def scan(checkout: Path) -> list[Path]:
     return [tree for i, tree in enumerate(trees) if not any(tree.is_relative_to(t) for t in trees[:i])]
 
 
+def since(checkout: Path, start: float) -> list[Path]:
+    """The trees in the checkout whose CMakeCache.txt was written after `start`, configured for it: a configure
+    that failed says no "Build files have been written", so these are the failed attempt's (never a tree the
+    user had before the build began)."""
+    trees = []
+    for tree in scan(checkout):
+        try:
+            written = (tree / CACHE).stat().st_mtime >= start
+        except OSError:
+            continue
+        home = configured_for(tree)
+        if written and home is not None and home.is_relative_to(checkout.resolve()):
+            trees.append(tree)
+    return trees
+
+
 def generator(checkout: Path, ninja: str | None) -> tuple[str | None, str]:
     """The CMake generator for a project whose build calls cmake without naming one (onnx, sentencepiece), and
     why: Ninja, which PyTorch's setup.py and scikit-build-core choose by themselves, so that ninja can say when

@@ -213,8 +213,9 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                     new = [d for d in found if d.has_remedy and not _applied(d, remedies)]
                     if attempt == 1 and new:
                         quick = None  # a remedy may reconfigure: the whole way
-                        failed = outputs.cmake_trees(checkout, _log_tail(plan.log, since))
-                        remedies = _apply_remedies(new, remedies, [*trees, *(checkout / t for t in failed)], log)
+                        failed = [checkout / t for t in outputs.cmake_trees(checkout, _log_tail(plan.log, since))]
+                        remedies = _apply_remedies(new, remedies, [*trees, *failed, *cmaketrees.since(
+                            checkout, command_start)], log)
                         plan = with_remedies(plan, remedies)
                         stamp = inputs_stamp(plan)  # the remedy is part of this tree's inputs from now on
                         write_marker(build, plan.key, plan.configure, None, remedies, files=files, trees=outside)

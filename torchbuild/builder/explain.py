@@ -125,7 +125,7 @@ def steps_of(build: Path) -> dict[str, float]:
         fields = line.split("\t")
         if len(fields) >= 4 and fields[0].isdigit() and fields[1].isdigit():
             seconds[fields[3]] = (int(fields[1]) - int(fields[0])) / 1000
-    with contextlib.suppress(OSError, ValueError, AttributeError):
+    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):  # damaged: only a hint
         for output, longest in json.loads((build / STEP_SECONDS).read_text()).items():
             seconds[output] = max(float(longest), seconds.get(output, 0.0))
     return seconds

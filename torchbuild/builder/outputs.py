@@ -8,8 +8,10 @@ channel that says so (`claimed`): a CMake install manifest of one of its trees, 
 of its trees, setuptools' "copying X -> Y" of an extension into the source tree, a CMake tree whose
 configure ("Build files have been written to") ran in the build's log; never a file git tracks, never
 one merely written while the build ran. They are recorded by path relative to the checkout (size,
-mtime), moved into the kept tree (`<tree>/.torchbuild-outputs/`) when another configuration takes
-the checkout, and back when it returns. The env side is the editable install's RECORD (`env_files`),
+mtime; one behind a link, a package's lib/ linked to another disk, is recorded but never moved, so its
+configuration is up to date only while that file is as its build left it), moved into the kept tree
+(`<tree>/.torchbuild-outputs/`) when another configuration takes the checkout, and back when it returns.
+The env side is the editable install's RECORD (`env_files`),
 recorded relative to the env and moved only while the env's install is this checkout's.
 
 Every move of a switch is journaled (`Moves`): one that fails (another file system, a full disk)
@@ -114,8 +116,8 @@ def ninja_outputs(tree: Path, checkout: Path, ninja: str | None) -> set[str]:
     root, inside = checkout.resolve(), tree.resolve()
     found = set()
     for line in listed.splitlines():
-        target = line.rpartition(": ")[0]
-        if not target or target.startswith("CMakeFiles/") or not os.path.isabs(target):
+        target, _, rule = line.rpartition(": ")
+        if not target or rule == "phony" or not os.path.isabs(target):  # phony: CMake's inputs, never made
             continue
         path = Path(os.path.normpath(target))
         if path.is_relative_to(root) and not path.is_relative_to(inside):
@@ -150,12 +152,16 @@ def tree_files(checkout: Path, tree: str) -> set[str]:
 
 
 def tracked(checkout: Path, names: Iterable[str]) -> set[str]:
-    """The names git tracks (a build never owns one; none without git)."""
+    """The names git tracks, in the checkout or a submodule (a build never owns one; none without git)."""
     names = sorted(names)
     if not names or not (checkout / ".git").exists():
         return set()
-    listed = run(["git", "ls-files", "-z", "--", *names], cwd=checkout, capture=True, echo=False, check=False).stdout
-    return set(filter(None, listed.split("\0")))
+    found: set[str] = set()
+    for i in range(0, len(names), 2000):  # PyTorch installs ten thousand headers: a command line each 2000
+        listed = run(["git", "ls-files", "-z", "--recurse-submodules", "--", *names[i:i + 2000]], cwd=checkout,
+                     capture=True, echo=False, check=False).stdout
+        found |= set(filter(None, listed.split("\0")))
+    return found
 
 
 def claimed(checkout: Path, build: Path, trees: Iterable[Path], log_text: str, ninja: str | None,
@@ -172,7 +178,7 @@ def claimed(checkout: Path, build: Path, trees: Iterable[Path], log_text: str, n
     for tree in outside:
         names |= tree_files(checkout, tree)
     names |= {n for n, st in previous.items() if stat_of(checkout / n) == st}
-    names = {n for n in names if safe_name(n) and within(checkout / n, checkout)}
+    names = {n for n in names if safe_name(n)}  # one behind a link (torch/lib linked elsewhere) is checked, never moved
     names -= tracked(checkout, names) | synced(checkout)
     stats = {n: st for n in sorted(names) if (st := stat_of(checkout / n)) is not None}
     return stats, outside

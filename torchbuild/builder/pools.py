@@ -88,7 +88,8 @@ def per_job(peaks: Mapping[str, int]) -> int | None:
 
 
 def peaks_of(tree: Path) -> dict[str, int]:
-    with contextlib.suppress(OSError, ValueError, AttributeError):
+    """The tree's recorded peak per unit ({} where the file is missing or damaged: it is only a hint)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
         return {str(k): int(v) for k, v in json.loads((tree / PEAKS).read_text()).items()}
     return {}
 

@@ -8,6 +8,7 @@ build environment (secrets masked), MAX_JOBS, the duration and the result.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -102,7 +103,9 @@ def write(found: Future[dict[str, object]], plan: Plan, seconds: float, result: 
               "environment": {k: v for k, v in sorted(plan.changes.items()) if v is not None}}
     path = path_for(plan.log)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(mask(json.dumps(record, indent=2)) + "\n")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(mask(json.dumps(record, indent=2)) + "\n")
+    tmp.replace(path)  # whole or absent: a reader never sees half a record
     return path
 
 

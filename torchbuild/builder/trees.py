@@ -80,10 +80,15 @@ def activate_tree(checkout: Path, key: str) -> str | None:
     stash.mkdir(parents=True, exist_ok=True)
     message = []
     moves = outputs.Moves()
+    empty = build.is_dir() and not any(build.iterdir())  # nothing of anyone's: used as it is (a link to a disk)
+    if empty and not build.is_symlink() and (stash / key).exists():
+        build.rmdir()
     try:
-        if build.exists() or build.is_symlink():
+        if (build.exists() or build.is_symlink()) and not (empty and not (stash / key).exists()):
             old = str(current["key"]) if current else f"{FOREIGN}{time.strftime('%Y%m%d-%H%M%S')}"
             target = stash / old
+            while not current and (target.exists() or target.is_symlink()):  # two in one second: never onto another
+                target = stash / f"{old}-{time.time_ns() % 10 ** 6}"
             if target.exists() and current:
                 shutil.rmtree(target)
             moved = outputs.stash(checkout, build, recorded_outputs(current), moves) if current else 0

@@ -62,7 +62,12 @@ def print_profile(cfg: Config) -> int:
     from ..builder.profile import table
 
     newest = record.latest(cfg.root / cfg.paths.logs)
-    kept = json.loads(newest.read_text()).get("profile") if newest else None
+    try:
+        data = json.loads(newest.read_text()) if newest else None
+    except (OSError, ValueError):
+        raise TorchbuildError(f"the build record {newest} is damaged (not whole JSON)",
+                              "run `inv build --rerun` to write a new one") from None
+    kept = data.get("profile") if isinstance(data, dict) else None
     if not kept:
         raise TorchbuildError(f"no build profile in {cfg.root / cfg.paths.logs}",
                               "run `inv build` (a build that runs its command writes one)")

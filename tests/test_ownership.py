@@ -1,0 +1,204 @@
+"""What a configuration owns and when it is up to date, under real conditions (issue 40): a copied checkout,
+hostile and damaged records, the user's own files written while a build runs, a source saved while it
+compiles, a submodule git status is told to ignore, a lib folder linked to another disk, a kept-trees folder
+on another file system. Real git, cmake, ninja and gcc on the demo."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO, git, inv, tmpfs
+from .test_build import build, compiled, env_python, last_log, shared, small_demo  # noqa: F401  (fixtures)
+from .test_main_era import imported, main_demo  # noqa: F401  (fixture)
+from .test_shortcut import checksum, edit
+
+UP_TO_DATE = "up to date:"
+PY = f"py{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def files_of(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under `root`, by size and mtime (equal means untouched)."""
+    out = {}
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink() and "__pycache__" not in path.parts:
+            st = path.stat()
+            out[str(path.relative_to(root))] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def no_traceback(*done) -> None:
+    for d in done:
+        assert "Traceback" not in d.output, d.output
+
+
+@pytest.mark.slow
+def test_a_copied_checkout_never_moves_or_deletes_the_originals_installed_files(main_demo, tmp_path):  # noqa: F811
+    original = main_demo
+    build(original, "--cuda", "none")
+    site = env_python().parent.parent
+    before, binary = files_of(site), imported(original)["binary"]
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-a", str(original), str(copy)], check=True)
+    own_env = {"TORCHBUILD_PATHS_ENVS": str(tmp_path / "copy-envs")}
+    switched = build(copy, "--cuda", "none", "--debug", env=own_env)
+    assert "from the env" not in switched.stderr  # the record names the original's install: not the copy's
+    assert not (copy / ".torchbuild" / "trees" / f"{PY}-cpu-release" / ".torchbuild-env").exists()
+    build(copy, "--cuda", "none", env=own_env)
+    no_traceback(inv("clean", "--path", str(copy), "--all", env=own_env, check=True))
+    assert files_of(site) == before  # not one of the original's installed files moved, changed or deleted
+    assert imported(original)["binary"] == binary and Path(binary).is_file()
+    assert UP_TO_DATE in build(original, "--cuda", "none").stderr
+
+
+@pytest.mark.slow
+def test_hostile_or_damaged_records_are_never_trusted(small_demo, tmp_path):  # noqa: F811
+    co, trees = small_demo, small_demo / ".torchbuild" / "trees"
+    build(co, "--cuda", "none")
+    victim = co.parent / "victim"  # where `.torchbuild/trees/../../../victim` leads
+    victim.mkdir()
+    (victim / "keep.txt").write_text("mine")
+    outside = co.parent / "outside.txt"
+    outside.write_text("mine")
+    st = outside.stat()
+    markers = [
+        {"key": "../../../victim", "outputs": {}},
+        {"key": f"{PY}-cpu-debug", "outputs": {"../outside.txt": [st.st_size, st.st_mtime_ns]}},
+        {"key": f"{PY}-cpu-debug", "outputs": {}, "env_prefix": "/", "env_files": {
+            str(outside).lstrip("/"): [st.st_size, st.st_mtime_ns], "../outside.txt": [st.st_size, st.st_mtime_ns]}},
+        {"outputs": {}},  # no key: a KeyError on every switch, once
+        {},
+    ]
+    for marker in markers:
+        trees.mkdir(parents=True, exist_ok=True)
+        os.replace(co / "build", trees / f"{PY}-cpu-release")  # ours waits as a kept tree
+        (co / "build").mkdir()
+        (co / "build" / ".torchbuild.json").write_text(json.dumps(marker))
+        done = build(co, "--cuda", "none")
+        no_traceback(done)
+        assert "build/ was not made by torchbuild: moved it, untouched" in done.stderr, marker
+        assert UP_TO_DATE in done.stderr  # its own tree came back, its files never left
+    (co / "build" / ".torchbuild-step-memory.json").write_text('{"unit.o": null}')
+    (co / "build" / ".torchbuild-step-seconds.json").write_text("[1, 2")
+    no_traceback(build(co, "--cuda", "none", "--rerun"))
+    record = sorted(Path(os.environ["TORCHBUILD_PATHS_LOGS"]).rglob("*.record.json"))[-1]
+    record.write_text(record.read_text()[:40])  # truncated
+    profile = inv("build", "--path", str(co), "--profile", check=False)
+    assert profile.returncode != 0 and "is damaged" in profile.stderr
+    no_traceback(profile)
+    cleaned = inv("clean", "--path", str(co), "--all", check=True)
+    no_traceback(cleaned)
+    assert (victim / "keep.txt").read_text() == "mine" and outside.read_text() == "mine"
+    assert outside.stat().st_mtime_ns == st.st_mtime_ns
+    foreign = sorted(p.name for p in trees.iterdir())
+    assert len(foreign) == len(markers) and all(name.startswith("foreign-") for name in foreign)  # kept, not removed
+    assert "minitorch/_C." in cleaned.stderr and "minitorch/lib/libc10.so" in cleaned.stderr  # every file it removed
+
+
+@pytest.mark.slow
+def test_files_written_while_a_build_runs_stay_the_users(small_demo):  # noqa: F811
+    co = small_demo
+    (co / ".git" / "info" / "exclude").write_text("/notes/\n/mybuild/\n/.venv/\n")
+    proc = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), "build", "--path", str(co),
+                             "--cuda", "none"], stderr=subprocess.PIPE, text=True, stdout=subprocess.DEVNULL)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "; log: " in line:  # the build's command is starting
+            break
+    mine = {"notes/todo.txt": "call the team\n", ".venv/lib/site.py": "# a venv of the user's\n",
+            "mybuild/CMakeCache.txt": f"CMAKE_HOME_DIRECTORY:INTERNAL={co}\n"}
+    for name, text in mine.items():
+        (co / name).parent.mkdir(parents=True, exist_ok=True)
+        (co / name).write_text(text)
+    rest = proc.stderr.read()
+    assert proc.wait() == 0, rest
+    record = json.loads((co / "build" / ".torchbuild.json").read_text())
+    assert not set(record["outputs"]) & set(mine) and record["outputs"]
+    build(co, "--cuda", "none", "--debug")  # a switch moves the configuration's files, not these
+    build(co, "--cuda", "none", "--debug", "--set", "CMAKE_FRESH=1")  # a fresh configure: not the user's tree
+    cleaned = inv("clean", "--path", str(co), "--all", check=True)
+    assert {name: (co / name).read_text() for name in mine} == mine
+    assert "notes" not in cleaned.stderr and "mybuild" not in cleaned.stderr
+
+
+@pytest.mark.slow
+def test_a_source_saved_while_it_compiles_is_compiled_again(small_demo, tmp_path):  # noqa: F811
+    co = small_demo
+    build(co, "--cuda", "none")
+    before = checksum(co)
+    flag, source = tmp_path / "saved", co / "c10/core/unit_01.cpp"
+    wrapper = tmp_path / "c++"  # the compiler, then the user's editor saving the unit it just read
+    wrapper.write_text(f"""#!/bin/sh
+/usr/bin/c++ "$@"; rc=$?
+out=""; prev=""; for a in "$@"; do [ "$prev" = "-o" ] && out="$a"; prev="$a"; done
+case " $* " in *" -E "*) ;; *" -c "*unit_01.cpp*)
+  if [ ! -e {flag} ]; then touch {flag}; sed -i 's|(n / 2)|(n / 3)|' {source}; sleep 0.05; touch "$out"; fi ;; esac
+exit $rc
+""")  # the object is newer than the save, as when the compiler writes it after the editor saved
+    wrapper.chmod(0o755)
+    edit(source, "long unit_01", "/* first edit */ long unit_01")  # the unit compiles in this build
+    raced = build(co, "--cuda", "none", "--set", f"CXX={wrapper}", "--rerun")
+    assert flag.exists() and "changed while the build ran" in raced.stderr
+    after = build(co, "--cuda", "none", "--set", f"CXX={wrapper}")
+    assert UP_TO_DATE not in after.stderr
+    assert any("unit_01" in unit for unit in compiled(last_log(co)))
+    assert checksum(co) != before
+    assert UP_TO_DATE in build(co, "--cuda", "none", "--set", f"CXX={wrapper}").stderr
+    edit(source, "(n / 3)", "(n / 2)")
+    edit(source, "/* first edit */ long unit_01", "long unit_01")
+    build(co, "--cuda", "none", "--set", f"CXX={wrapper}")
+    assert checksum(co) == before  # what it compiled is what the source says
+
+
+@pytest.mark.slow
+def test_a_new_source_in_a_submodule_git_status_ignores_is_built(main_demo):  # noqa: F811
+    co = main_demo
+    build(co, "--cuda", "none")
+    git(co, "config", "submodule.third_party/fbgemm.ignore", "dirty")  # as PyTorch marks several
+    (co / "third_party/fbgemm/src/extra.cpp").write_text("int fbgemm_extra() { return 42; }\n")
+    assert git(co, "status", "--porcelain") == ""  # git says nothing changed
+    done = build(co, "--cuda", "none")
+    assert UP_TO_DATE not in done.stderr
+    assert any("extra.cpp" in unit for unit in compiled(last_log(co)))
+
+
+@pytest.mark.slow
+def test_a_lib_folder_linked_to_another_disk_is_never_served_as_another_configurations(small_demo, tmp_path):  # noqa: F811
+    co = small_demo
+    elsewhere = tmp_path / "disk2" / "lib"
+    elsewhere.mkdir(parents=True)
+    (co / "minitorch" / "lib").symlink_to(elsewhere)
+    (co / ".git" / "info" / "exclude").write_text("/minitorch/lib\n")  # the link is ignored as the folder was
+    build(co, "--cuda", "none")
+    release = (elsewhere / "libc10.so").read_bytes()
+    build(co, "--cuda", "none", "--debug")
+    assert (elsewhere / "libc10.so").read_bytes() != release  # the debug build wrote through the link
+    back = build(co, "--cuda", "none")
+    assert UP_TO_DATE not in back.stderr
+    assert (elsewhere / "libc10.so").read_bytes() == release  # the release library, installed again
+    assert (co / "minitorch" / "lib").is_symlink()
+
+
+@pytest.mark.slow
+def test_kept_trees_on_another_file_system_and_a_linked_build_folder(small_demo, tmp_path):  # noqa: F811
+    co = small_demo
+    with tmpfs(co / ".torchbuild" / "trees", "size=256m"):
+        build(co, "--cuda", "none")
+        no_traceback(build(co, "--cuda", "none", "--debug"))
+        back = build(co, "--cuda", "none")
+        no_traceback(back)
+        assert f"restored the {PY}-cpu-release tree" in back.stderr and UP_TO_DATE in back.stderr
+        inv("clean", "--path", str(co), "--all", check=True)
+    disk2 = tmp_path / "disk2-build"
+    disk2.mkdir()
+    (co / "build").symlink_to(disk2)
+    build(co, "--cuda", "none")
+    cleaned = inv("clean", "--path", str(co), check=True)
+    no_traceback(cleaned)
+    assert (co / "build").is_symlink() and disk2.is_dir() and not any(disk2.iterdir())
+    assert not list((co / "minitorch").glob("_C*.so"))
