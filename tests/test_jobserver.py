@@ -14,7 +14,7 @@ import pytest
 
 from torchbuild import jobserver
 from torchbuild.builder import slots
-from torchbuild.builder.trees import build_lock
+from torchbuild.builder.ownership.trees import build_lock
 
 from .conftest import git
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from torchbuild.builder.cmaketrees import cache_entry
+from torchbuild.builder.ownership.cmaketrees import cache_entry
 from torchbuild.demo import make_upstream
 
 from .conftest import REAL_HOME, inv, make_venv

@@ -23,10 +23,11 @@ from . import console as _console
 from . import wheels
 from .builder import BuildRequest, Outcome, build, report
 from .builder.execute import BuildResult
+from .builder.ownership.changes import worktree_state
+from .builder.ownership.records import read_marker
+from .builder.ownership.trees import activate_tree, build_lock
 from .builder.request import drives_cmake, split_supported
 from .builder.slots import SLOTS_ENV, take_slot
-from .builder.trees import activate_tree, build_lock, read_marker
-from .builder.uptodate import worktree_state
 from .config import Config
 from .digest import digest
 from .errors import Interrupted, TorchbuildError

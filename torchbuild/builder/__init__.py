@@ -3,10 +3,10 @@
     request.py  flags + Config -> BuildRequest, resolved once
     facts.py    gather(): toolkit, env, host compiler, GPUs, compiler cache, release checks
     plan.py     make_plan() -> Plan (pure data; --dry-run prints it), describe()
-    trees.py    one build tree per configuration, swapped into build/ with its files (outputs.py); clean
+    ownership/  what a configuration owns and when it is up to date, in one place: its record, the channels
+                that name its files, the moves of a switch, its trees and their CMake configures, what changed
     execute.py  execute(plan) -> BuildResult: lock, reconfigure on change, up-to-date check, log
-    uptodate.py the inputs stamp, ninja's pending work, the install; split.py the core for the Python part;
-    leftovers.py what a killed build left running; slots.py, record.py, outputs.py
+    split.py    the core for the Python part; leftovers.py what a killed build left running; slots.py, record.py
     explain.py  --explain: what the build would run and why, the estimate; a long build asks first
 """
 
@@ -23,9 +23,9 @@ from ..errors import TorchbuildError
 from .execute import BuildResult, execute
 from .explain import confirmed, could_take, explain
 from .facts import BuildFacts, gather
+from .ownership.trees import clean
 from .plan import Plan, describe, make_plan
 from .request import BuildRequest
-from .trees import clean
 
 __all__ = ["BuildFacts", "BuildRequest", "BuildResult", "Outcome", "Plan", "build", "clean", "describe", "gather",
            "make_plan", "report"]

@@ -25,35 +25,34 @@ from ..errors import CommandError, TorchbuildError
 from ..progress import Tracker
 from ..run import format_command, merged_env, run
 from ..toolchain import linkers
-from . import cmaketrees, inplace, outputs, pools, profile, record, shortcut
+from . import inplace, pools, profile, record, shortcut
 from .cachestats import miss_reasons, parse_sccache_stats, parse_stats_log
 from .explain import remember
 from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
-from .plan import Plan, affects_configure, package_name
-from .request import BuildRequest
-from .shortcut import off_graph, whole_way, with_jobs
-from .split import place_core
-from .trees import (
-    activate_tree,
-    build_lock,
+from .ownership import channels, cmaketrees
+from .ownership.changes import edited_meanwhile, worktree
+from .ownership.cmaketrees import tree_ninja
+from .ownership.records import (
     configure_changes,
     kept_wheel,
     outside_trees,
     read_marker,
     recorded_outputs,
-    remove_tree,
     write_marker,
 )
-from .uptodate import (
+from .ownership.trees import activate_tree, build_lock, remove_tree
+from .ownership.uptodate import (
     env_files,
     env_install_dir,
     inputs_stamp,
     installed,
     nothing_to_do,
     pending,
-    tree_ninja,
-    worktree,
 )
+from .plan import Plan, affects_configure, package_name
+from .request import BuildRequest
+from .shortcut import off_graph, whole_way, with_jobs
+from .split import place_core
 
 TRUE = ("1", "on", "true", "yes", "y")
 
@@ -79,7 +78,6 @@ class BuildResult:
     def hit_rate(self) -> float | None:
         total = self.hits + self.misses
         return self.hits / total if total else None
-
 
 
 def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> BuildResult:
@@ -119,7 +117,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         stamp = inputs_stamp(plan)
         kept = kept_wheel(marker) if plan.wheel else None
         same = not (opts.clean or opts.rerun or changed or fresh) and marker is not None \
-            and marker.get("done") == stamp and outputs.in_place(checkout, files) \
+            and marker.get("done") == stamp and channels.in_place(checkout, files) \
             and (kept is not None if plan.wheel else installed(plan, marker))
         explained = pending(trees, plan, base_env) if same else None
         tree = worktree(checkout) if not plan.wheel and (checkout / ".git").exists() else None
@@ -213,7 +211,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                     new = [d for d in found if d.has_remedy and not _applied(d, remedies)]
                     if attempt == 1 and new:
                         quick = None  # a remedy may reconfigure: the whole way
-                        failed = [checkout / t for t in outputs.cmake_trees(checkout, _log_tail(plan.log, since))]
+                        failed = [checkout / t for t in channels.cmake_trees(checkout, _log_tail(plan.log, since))]
                         remedies = _apply_remedies(new, remedies, [*trees, *failed, *cmaketrees.since(
                             checkout, command_start)], log)
                         plan = with_remedies(plan, remedies)
@@ -273,53 +271,11 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
 def claim(plan: Plan, build: Path, files: Mapping[str, object], outside: list[str]
           ) -> tuple[dict[str, list[int]], list[str]]:
     """The configuration's files in the checkout and its trees outside build/, as the build's channels name
-    them (outputs.claimed): its CMake trees' manifests and ninja outputs, setuptools' copies in its log."""
+    them (channels.claimed): its CMake trees' manifests and ninja outputs, setuptools' copies in its log."""
     trees = cmaketrees.found(plan.checkout, build, outside)
     ninja = next(filter(None, map(tree_ninja, trees)), None) or shutil.which(
         "ninja", path=str(plan.changes.get("PATH") or os.environ.get("PATH", "")))
-    return outputs.claimed(plan.checkout, build, trees, _log_tail(plan.log, size=1 << 30), ninja, files, outside)
-
-
-def edited_meanwhile(checkout: Path, before: Mapping[str, object] | None, files: Mapping[str, object],
-                     trees: list[Path]) -> list[str]:
-    """Sources edited while the build ran (after it began, before it ended: the compiler may have read the
-    old text, and ninja, seeing the object newer, would never compile it again). Their objects are removed
-    from the trees, so the next build compiles them, and the build is not recorded as complete. (Any other
-    change is seen by the next build against the working tree recorded as this one began.)"""
-    if before is None:
-        return []
-    now = worktree(checkout)
-    changed = {p for p in set(before) | set(now) if before.get(p) != now.get(p) and p not in files}
-    raced = sorted(p for p in changed if p in before or p in outputs.tracked(checkout, changed))
-    stale = invalidate(trees, [checkout / p for p in raced]) if raced else 0
-    if stale:
-        _console.get().warn(f"{', '.join(raced[:3])}{' ...' if len(raced) > 3 else ''} changed while the build ran: "
-                            f"what it built may hold the old text; the {stale} output(s) made from it are removed, "
-                            "so the next `inv build` builds them again (until then this configuration is not up "
-                            "to date)")
-    return raced if stale else []
-
-
-def invalidate(trees: list[Path], sources: list[Path]) -> int:
-    """Remove every output of the trees' ninja graphs that the deps log says was made from one of `sources`
-    (the trees' own files); how many."""
-    wanted = {os.path.normpath(s) for s in sources}
-    removed = 0
-    for tree in trees:
-        ninja = tree_ninja(tree) or shutil.which("ninja")
-        if ninja is None or not (tree / "build.ninja").is_file():
-            continue
-        listed = run([ninja, "-C", str(tree), "-t", "deps"], capture=True, echo=False, check=False).stdout
-        output = None
-        for line in listed.splitlines():
-            if line and not line.startswith(" "):
-                output = line.split(": #deps", 1)[0]
-            elif output and line.strip() and os.path.normpath(tree / line.strip()) in wanted:
-                with contextlib.suppress(OSError):
-                    (tree / output).unlink()
-                    removed += 1
-                output = None
-    return removed
+    return channels.claimed(plan.checkout, build, trees, _log_tail(plan.log, size=1 << 30), ninja, files, outside)
 
 
 def linker_trial(plan: Plan, build: Path, steps: list[profile.Step], base_env: Mapping[str, str]) -> None:

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import AbstractSet, Mapping
 
 from .. import console as _console
+from .ownership.records import configure_changes, read_marker
+from .ownership.trees import trees_dir
+from .ownership.uptodate import ALWAYS_RUN, NEWEST_INPUT, inputs_stamp, ninja_dry_run
 from .plan import Plan
 from .profile import Step
-from .trees import configure_changes, read_marker, trees_dir
-from .uptodate import ALWAYS_RUN, NEWEST_INPUT, inputs_stamp, ninja_dry_run
 
 MISSING = re.compile(r"ninja explain: output (.+) doesn't exist$")
 FED = "what the steps above feed"

@@ -20,11 +20,12 @@ from ..errors import TorchbuildError
 from ..toolchain import compilers, cuda, gpu, linkers, search_path, system
 from ..toolchain.cuda import Toolkit
 from ..toolchain.linkers import Linker
-from . import cmaketrees, pools
+from . import pools
 from .drivers import detect
 from .drivers.pep517 import Pep517, calls_cmake
 from .drivers.setuptools_era import SetuptoolsEra
 from .drivers.skbuild import ScikitBuildCore
+from .ownership import cmaketrees
 from .request import BuildRequest, drives_cmake
 
 DISTCC_HOST = re.compile(r"[A-Za-z0-9_.-]+(:\d+)?(/\d+)?")

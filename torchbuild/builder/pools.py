@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from .trees import read_marker, trees_dir
+from .ownership.records import read_marker
+from .ownership.trees import trees_dir
 
 NAME = "torchbuild_heavy"
 PEAKS = ".torchbuild-step-memory.json"  # in build/: each object file's peak, bytes (the most seen)

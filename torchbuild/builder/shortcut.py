@@ -24,8 +24,8 @@ import shutil
 from pathlib import Path
 from typing import AbstractSet, Iterable, Mapping
 
-from .cmaketrees import cache_entry
-from .uptodate import NEWEST_INPUT
+from .ownership.cmaketrees import cache_entry
+from .ownership.uptodate import NEWEST_INPUT
 
 IN_PLACE = (".py", ".pyi")
 

@@ -18,9 +18,9 @@ from typing import Sequence
 from .. import console as _console
 from .. import freshness, jobserver, summary, usage
 from .. import matrix as m
+from ..builder.ownership.changes import worktree_state
 from ..builder.request import split_refusal
 from ..builder.slots import SLOTS_ENV
-from ..builder.uptodate import worktree_state
 from ..config import Config
 from ..run import run
 from ..toolchain import system

@@ -5,7 +5,7 @@ compiled outputs are placed into the checkout, and a .pth file makes the env imp
 Which wheel: the newest one built from a commit in the checkout's history (its version.py's
 git_version; for PyTorch's nightlies a commit of the `nightly` branch whose subject names the main
 commit), or --version; with --checkout BRANCH, the newest, and a branch at its commit. Its files in
-the checkout are a configuration like a build's (builder/trees.py): `inv build` switches away from
+the checkout are a configuration like a build's (builder/ownership/): `inv build` switches away from
 them and `inv nightly` back, by rename.
 
     index.py   the index, the download, what a wheel says about itself
@@ -23,7 +23,7 @@ from typing import Mapping
 
 from .. import console as _console
 from .. import envs
-from ..builder import outputs, trees
+from ..builder.ownership import channels, moves, records, trees
 from ..config import Config
 from ..digest import digest
 from ..errors import CommandError, TorchbuildError
@@ -136,13 +136,13 @@ def nightly(cfg: Config, request: NightlyRequest, base_env: Mapping[str, str]) -
             con.info(switched)
         build = checkout / "build"
         build.mkdir(exist_ok=True)
-        marker = trees.read_marker(build)
-        recorded = trees.recorded_outputs(marker)
+        marker = records.read_marker(build)
+        recorded = records.recorded_outputs(marker)
         pth = place.pth_file(env.python, package)
-        fresh = bool(marker and marker.get("done") == stamp and outputs.in_place(checkout, recorded) and pth.is_file())
+        fresh = bool(marker and marker.get("done") == stamp and channels.in_place(checkout, recorded) and pth.is_file())
         if not fresh:
-            outputs.remove(checkout, recorded)  # an older nightly's files: this one replaces them
-            trees.write_marker(build, key, {}, None)
+            moves.remove(checkout, recorded)  # an older nightly's files: this one replaces them
+            records.write_marker(build, key, {}, None)
             aside = state_dir(checkout) / "kept" / time.strftime("%Y%m%d-%H%M%S")
             with con.timed(f"place {wheel.path.name}'s compiled outputs into {checkout}"):
                 done = place.place(checkout, wheel.path, aside)
@@ -151,13 +151,13 @@ def nightly(cfg: Config, request: NightlyRequest, base_env: Mapping[str, str]) -
                 con.warn(f"{len(done.moved)} file(s) of your own stood where the nightly's go (no build of "
                          f"torchbuild's made them): moved, not overwritten, to {done.aside} "
                          f"({', '.join(done.moved[:3])}{', ...' if len(done.moved) > 3 else ''})")
-            trees.write_marker(build, key, {}, None, files=placed)
+            records.write_marker(build, key, {}, None, files=placed)
             if wheel.requires:
                 with con.timed(f"install what {package} {wheel.version} requires ({len(wheel.requires)})"):
                     run([str(env.python), "-m", "pip", "--disable-pip-version-check", "install", "-q",
                          "--extra-index-url", url, *wheel.requires], env=pip_env)
             place.write_pth(pth, package, checkout)
-            trees.write_marker(build, key, {}, stamp, files=placed)
+            records.write_marker(build, key, {}, stamp, files=placed)
     where = place.import_check(env.python, package, checkout)
     return Outcome(wheel, commit, ahead, native, env, where, fresh)
 

@@ -1,5 +1,6 @@
-"""What "up to date" rests on, beside the tree's files in the checkout (outputs.py) and its CMake trees
-(cmaketrees.py): the inputs stamp, ninja's pending work, the env's install of the checkout.
+"""When a configuration is up to date: beside its files (channels.py, as its record keeps them) and its
+CMake trees (cmaketrees.py), the inputs stamp, ninja's pending work in every tree, and the env's install of
+this checkout (the editable install's RECORD names the files it put into the env).
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ import time
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from ..digest import digest
-from ..run import run
-from .cmaketrees import cache_entry
-from .outputs import OWN
-from .plan import Plan
-from .split import installed_core
+from ...digest import digest
+from ...run import run
+from ..plan import Plan
+from ..split import installed_core
+from .changes import worktree_state
+from .cmaketrees import cache_entry, tree_ninja
 
 # `ninja -n -d explain` on a tree whose only work is an always-run target (PyTorch's gen_torch_version,
 # CMake's install): the target's symbolic output under CMakeFiles/ never exists.
@@ -48,43 +49,6 @@ def inputs_stamp(plan: Plan) -> str:
         site, installed = installed_core(plan)
         against = [[f, (site / f).stat().st_size] for f in installed if (site / f).is_file()]
     return digest([command, sorted(plan.inputs.items()), tree, files, against])
-
-
-def worktree(checkout: Path, prefix: str = "") -> dict[str, list[int] | None]:
-    """Every file git lists as changed, new or deleted, by size and mtime; a submodule with changes by
-    its own files, recursively, whatever its `ignore =` line in .gitmodules says (PyTorch marks several
-    `ignore = dirty`: git status hides their edits)."""
-    out = run(["git", "status", "--porcelain", "-z", "--untracked-files=all", "--ignore-submodules=none"],
-              cwd=checkout, capture=True, echo=False, check=False).stdout
-    entries: dict[str, list[int] | None] = {}
-    fields = iter(out.split("\0"))
-    for entry in fields:
-        if not entry:
-            continue
-        if not prefix and entry[3:].split("/", 1)[0] in OWN:  # torchbuild's and the build's own folders
-            continue
-        if entry[0] in "RC":  # a rename's second field is where it came from: changed too
-            entries[prefix + next(fields, "")] = None
-        path = checkout / entry[3:]
-        if path.is_dir() and (path / ".git").exists():
-            head = run(["git", "rev-parse", "HEAD"], cwd=path, capture=True, echo=False, check=False).stdout
-            entries[prefix + entry[3:]] = [int(head.strip()[:12] or "0", 16)]  # its commit, and its files:
-            entries.update(worktree(path, f"{prefix}{entry[3:]}/"))
-            continue
-        st = path.stat() if path.is_file() else None
-        entries[prefix + entry[3:]] = [st.st_size, st.st_mtime_ns] if st else None
-    return entries
-
-
-def worktree_state(checkout: Path, changes: bool) -> list[object]:
-    """The commit, and with `changes` every changed or new file (submodules' too) by size and mtime."""
-    if not (checkout / ".git").exists():
-        return []
-    state: list[object] = [run(["git", "rev-parse", "HEAD"], cwd=checkout, capture=True, echo=False,
-                               check=False).stdout.strip()]
-    if changes:
-        state.extend(sorted(worktree(checkout).items()))
-    return state
 
 
 def pending(trees: Iterable[Path], plan: Plan, base_env: Mapping[str, str]) -> list[str] | None:
@@ -154,13 +118,6 @@ def globs_unchanged(build: Path) -> bool:
         return False
     res = run([cmake, "-P", str(script)], capture=True, echo=False, check=False)
     return res.returncode == 0 and "GLOB mismatch" not in res.stdout + res.stderr
-
-
-def tree_ninja(build: Path) -> str | None:
-    """The ninja CMake configured the tree for (CMAKE_MAKE_PROGRAM): another version on PATH would find
-    the tree's logs in a format it does not read, and start over (a rebuild of everything)."""
-    program = cache_entry(build, "CMAKE_MAKE_PROGRAM")
-    return program if program and "ninja" in Path(program).name and Path(program).is_file() else None
 
 
 def nothing_to_do(explained: list[str] | None) -> bool:

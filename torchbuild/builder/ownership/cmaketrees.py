@@ -4,7 +4,7 @@ PyTorch configures in build/ (scikit-build-core in its build-dir, which torchbui
 setuptools project's build_ext configures inside build/ (pybind's cmake_example: build/temp.*/); others
 configure elsewhere in the checkout (onnx: .setuptools-cmake-build/, which its .gitignore names). Each is
 named by CMake itself in the build's log ("Build files have been written to"). One outside build/ is the
-configuration's whole, so it travels with it as outputs.py's files do (kept with the tree, restored, removed
+configuration's whole, so it travels with it as its other files do (kept with the tree, restored, removed
 by clean); a tree the user configured by hand is never one;
 here every tree is reconfigured from scratch when the configuration changes, and every tree is asked whether
 ninja has work before a build is called up to date.
@@ -18,8 +18,8 @@ import shutil
 from pathlib import Path
 from typing import Iterable
 
-from ..locks import STATE
-from ..run import run
+from ...locks import STATE
+from ...run import run
 
 CACHE = "CMakeCache.txt"
 NINJA = "Ninja"
@@ -32,6 +32,14 @@ def cache_entry(build: Path, name: str) -> str | None:
     found = re.search(rf"(?m)^{re.escape(name)}:\w+=(.*)$", cache.read_text(errors="replace")) \
         if cache.is_file() else None
     return found.group(1).strip() if found else None
+
+
+def tree_ninja(build: Path) -> str | None:
+    """The ninja CMake configured the tree for (CMAKE_MAKE_PROGRAM): another version on PATH would find
+    the tree's logs in a format it does not read, and start over (a rebuild of everything)."""
+    program = cache_entry(build, "CMAKE_MAKE_PROGRAM")
+    return program if program and "ninja" in Path(program).name and Path(program).is_file() else None
+
 
 
 def configured_for(build: Path) -> Path | None:

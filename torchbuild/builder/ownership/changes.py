@@ -1,0 +1,99 @@
+"""What changed in the checkout, read without git's filters.
+
+The working tree as git lists it, with every submodule's own files whatever its `ignore =` line says
+(PyTorch marks several `ignore = dirty`), recorded as a build begins; and a source saved while the build
+ran, whose objects ninja would otherwise never compile again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from pathlib import Path
+from typing import Mapping
+
+from ... import console as _console
+from ...run import run
+from .channels import tracked
+from .cmaketrees import tree_ninja
+from .records import OWN
+
+
+def worktree(checkout: Path, prefix: str = "") -> dict[str, list[int] | None]:
+    """Every file git lists as changed, new or deleted, by size and mtime; a submodule with changes by
+    its own files, recursively, whatever its `ignore =` line in .gitmodules says (PyTorch marks several
+    `ignore = dirty`: git status hides their edits)."""
+    out = run(["git", "status", "--porcelain", "-z", "--untracked-files=all", "--ignore-submodules=none"],
+              cwd=checkout, capture=True, echo=False, check=False).stdout
+    entries: dict[str, list[int] | None] = {}
+    fields = iter(out.split("\0"))
+    for entry in fields:
+        if not entry:
+            continue
+        if not prefix and entry[3:].split("/", 1)[0] in OWN:  # torchbuild's and the build's own folders
+            continue
+        if entry[0] in "RC":  # a rename's second field is where it came from: changed too
+            entries[prefix + next(fields, "")] = None
+        path = checkout / entry[3:]
+        if path.is_dir() and (path / ".git").exists():
+            head = run(["git", "rev-parse", "HEAD"], cwd=path, capture=True, echo=False, check=False).stdout
+            entries[prefix + entry[3:]] = [int(head.strip()[:12] or "0", 16)]  # its commit, and its files:
+            entries.update(worktree(path, f"{prefix}{entry[3:]}/"))
+            continue
+        st = path.stat() if path.is_file() else None
+        entries[prefix + entry[3:]] = [st.st_size, st.st_mtime_ns] if st else None
+    return entries
+
+
+def worktree_state(checkout: Path, changes: bool) -> list[object]:
+    """The commit, and with `changes` every changed or new file (submodules' too) by size and mtime."""
+    if not (checkout / ".git").exists():
+        return []
+    state: list[object] = [run(["git", "rev-parse", "HEAD"], cwd=checkout, capture=True, echo=False,
+                               check=False).stdout.strip()]
+    if changes:
+        state.extend(sorted(worktree(checkout).items()))
+    return state
+
+
+def edited_meanwhile(checkout: Path, before: Mapping[str, object] | None, files: Mapping[str, object],
+                     trees: list[Path]) -> list[str]:
+    """Sources edited while the build ran (after it began, before it ended: the compiler may have read the
+    old text, and ninja, seeing the object newer, would never compile it again). Their objects are removed
+    from the trees, so the next build compiles them, and the build is not recorded as complete. (Any other
+    change is seen by the next build against the working tree recorded as this one began.)"""
+    if before is None:
+        return []
+    now = worktree(checkout)
+    changed = {p for p in set(before) | set(now) if before.get(p) != now.get(p) and p not in files}
+    raced = sorted(p for p in changed if p in before or p in tracked(checkout, changed))
+    stale = invalidate(trees, [checkout / p for p in raced]) if raced else 0
+    if stale:
+        _console.get().warn(f"{', '.join(raced[:3])}{' ...' if len(raced) > 3 else ''} changed while the build ran: "
+                            f"what it built may hold the old text; the {stale} output(s) made from it are removed, "
+                            "so the next `inv build` builds them again (until then this configuration is not up "
+                            "to date)")
+    return raced if stale else []
+
+
+def invalidate(trees: list[Path], sources: list[Path]) -> int:
+    """Remove every output of the trees' ninja graphs that the deps log says was made from one of `sources`
+    (the trees' own files); how many."""
+    wanted = {os.path.normpath(s) for s in sources}
+    removed = 0
+    for tree in trees:
+        ninja = tree_ninja(tree) or shutil.which("ninja")
+        if ninja is None or not (tree / "build.ninja").is_file():
+            continue
+        listed = run([ninja, "-C", str(tree), "-t", "deps"], capture=True, echo=False, check=False).stdout
+        output = None
+        for line in listed.splitlines():
+            if line and not line.startswith(" "):
+                output = line.split(": #deps", 1)[0]
+            elif output and line.strip() and os.path.normpath(tree / line.strip()) in wanted:
+                with contextlib.suppress(OSError):
+                    (tree / output).unlink()
+                    removed += 1
+                output = None
+    return removed

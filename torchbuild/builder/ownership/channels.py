@@ -1,0 +1,138 @@
+"""What a configuration owns outside its tree: the files its build made through a channel that says so.
+
+A CMake install manifest of one of its trees, a ninja output of one of its trees (CMake's custom commands:
+PyTorch's version.py, its codegen into the source tree; never a phony target, which names CMake's own
+inputs), setuptools' "copying X -> Y" of an extension into the source tree, and a CMake tree whose
+configure ("Build files have been written to") is in the build's log, whole. Never a file git tracks (in
+the checkout or a submodule), never one merely written while the build ran.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from ...run import run
+from ..slots import source_files
+from .cmaketrees import CACHE
+from .records import Stats, safe_name, stat_of
+
+WRITTEN_TO = re.compile(r"(?m)^\s*-- Build files have been written to: (.+?)\s*$")  # CMake's configure
+
+
+COPIED = re.compile(r"(?m)^\s*copying (\S+) -> (\S+)\s*$")  # setuptools' build_ext into the source tree
+
+
+EXTENSION = re.compile(r"\.(?:so|pyd|dylib)$")
+
+
+def cmake_trees(checkout: Path, log_text: str) -> list[str]:
+    """The CMake trees inside the checkout that the build's log says it configured, outside build/."""
+    root = checkout.resolve()
+    found = []
+    for written in WRITTEN_TO.findall(log_text):
+        path = Path(os.path.normpath(written))
+        with contextlib.suppress(ValueError):
+            rel = path.relative_to(root).as_posix()
+            if safe_name(rel) and rel not in found:
+                found.append(rel)
+    return found
+
+
+def manifest(tree: Path, checkout: Path) -> set[str]:
+    """The checkout's files CMake's install step placed (the tree's install_manifest.txt)."""
+    listed = tree / "install_manifest.txt"
+    if not listed.is_file():
+        return set()
+    root = str(checkout.resolve()) + os.sep
+    return {line[len(root):] for line in listed.read_text(errors="replace").splitlines() if line.startswith(root)}
+
+
+def ninja_outputs(tree: Path, checkout: Path, ninja: str | None) -> set[str]:
+    """The checkout's files the tree's ninja graph writes outside the tree (CMake's custom commands and
+    byproducts: PyTorch's version.py, its codegen into the source tree)."""
+    if ninja is None or not (tree / "build.ninja").is_file():
+        return set()
+    listed = run([ninja, "-C", str(tree), "-t", "targets", "all"], capture=True, echo=False, check=False).stdout
+    root, inside = checkout.resolve(), tree.resolve()
+    found = set()
+    for line in listed.splitlines():
+        target, _, rule = line.rpartition(": ")
+        if not target or rule == "phony" or not os.path.isabs(target):  # phony: CMake's inputs, never made
+            continue
+        path = Path(os.path.normpath(target))
+        if path.is_relative_to(root) and not path.is_relative_to(inside):
+            found.add(path.relative_to(root).as_posix())
+    return found
+
+
+def copied(checkout: Path, log_text: str) -> set[str]:
+    """The extensions setuptools' build_ext copied into the checkout, as its log says it (`copying
+    build/lib.*/pkg/_C.so -> pkg`)."""
+    root = checkout.resolve()
+    found = set()
+    for src, dest in COPIED.findall(log_text):
+        if not EXTENSION.search(src):
+            continue
+        target = Path(dest) if os.path.isabs(dest) else root / dest
+        if not EXTENSION.search(dest):
+            target = target / Path(src).name
+        with contextlib.suppress(ValueError):
+            found.add(Path(os.path.normpath(target)).relative_to(root).as_posix())
+    return found
+
+
+def tree_files(checkout: Path, tree: str) -> set[str]:
+    """Every file of a CMake tree the build configured in the checkout outside build/ (its own, whole)."""
+    out = set()
+    for root, dirs, files in os.walk(checkout / tree):
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
+        rel = Path(root).relative_to(checkout).as_posix()
+        out |= {f"{rel}/{f}" for f in files}
+    return out
+
+
+def tracked(checkout: Path, names: Iterable[str]) -> set[str]:
+    """The names git tracks, in the checkout or a submodule (a build never owns one; none without git)."""
+    names = sorted(names)
+    if not names or not (checkout / ".git").exists():
+        return set()
+    found: set[str] = set()
+    for i in range(0, len(names), 2000):  # PyTorch installs ten thousand headers: a command line each 2000
+        listed = run(["git", "ls-files", "-z", "--recurse-submodules", "--", *names[i:i + 2000]], cwd=checkout,
+                     capture=True, echo=False, check=False).stdout
+        found |= set(filter(None, listed.split("\0")))
+    return found
+
+
+def claimed(checkout: Path, build: Path, trees: Iterable[Path], log_text: str, ninja: str | None,
+            previous: Mapping[str, object], previous_trees: Iterable[str] = ()) -> tuple[Stats, list[str]]:
+    """The configuration's files in the checkout after its build, and its CMake trees outside build/:
+    what the channels name (see the module's doc), with the files recorded before that are still as
+    they were. A file of the user's, tracked or merely written meanwhile, is never among them."""
+    outside = [t for t in [*previous_trees, *cmake_trees(checkout, log_text)]
+               if not (checkout / t).resolve().is_relative_to(build.resolve()) and (checkout / t / CACHE).is_file()]
+    outside = list(dict.fromkeys(outside))
+    names: set[str] = copied(checkout, log_text)
+    for folder in {*trees, *(checkout / t for t in outside)}:
+        names |= manifest(folder, checkout) | ninja_outputs(folder, checkout, ninja)
+    for tree in outside:
+        names |= tree_files(checkout, tree)
+    names |= {n for n, st in previous.items() if stat_of(checkout / n) == st}
+    names = {n for n in names if safe_name(n)}  # one behind a link (torch/lib linked elsewhere) is checked, never moved
+    names -= tracked(checkout, names) | synced(checkout)
+    stats = {n: st for n in sorted(names) if (st := stat_of(checkout / n)) is not None}
+    return stats, outside
+
+
+def synced(checkout: Path) -> set[str]:
+    """A build slot's files from the source checkout (none in a git checkout, where git tells)."""
+    return set() if (checkout / ".git").exists() else source_files(checkout)
+
+
+def in_place(checkout: Path, recorded: Mapping[str, object]) -> bool:
+    """Whether every recorded file is in the checkout as the build left it."""
+    return all(stat_of(checkout / name) == stat for name, stat in recorded.items())

@@ -1,0 +1,197 @@
+"""Moving a configuration's files out of the checkout and the env into its kept tree, and back.
+
+Every move is journaled (`Moves`): one that fails (another file system, a full disk) puts back what moved
+before it, so a switch is all or nothing. Nothing is moved through a link (a file behind one is checked,
+never moved), nothing is put over a file that stands where one goes, and the env's files move only while
+the env's editable install is this checkout's (a copied checkout's record names the original's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from ...errors import TorchbuildError
+from .records import safe_name, stat_of
+
+STASH = ".torchbuild-outputs"  # inside a kept tree: its configuration's files from the checkout
+
+
+ENV_STASH = ".torchbuild-env"  # inside a kept tree: the files its editable install put into the env
+
+
+def within(path: Path, root: Path) -> bool:
+    """Whether `path` lies inside `root` with no link on the way (a link could lead outside)."""
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        return False
+    here = root
+    for part in rel.parts[:-1]:
+        here = here / part
+        if here.is_symlink():
+            return False
+    return ".." not in rel.parts
+
+
+class Moves:
+    """A journal of file moves: `undo` puts back, newest first, what moved (a switch is all or nothing)."""
+
+    def __init__(self) -> None:
+        self.done: list[tuple[Path, Path]] = []
+
+    def move(self, src: Path, dest: Path) -> None:
+        made = []
+        for parent in reversed([dest.parent, *dest.parent.parents]):
+            if not parent.exists():
+                made.append(parent)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            shutil.move(str(src), str(dest))  # a rename, or a copy keeping the mtime across file systems
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                if dest.exists() and src.exists():
+                    dest.unlink()
+            for folder in reversed(made):
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+            raise TorchbuildError(
+                f"could not move {src} to {dest}: {exc.strerror or exc}; nothing was changed",
+                "free space there (or put .torchbuild/ and build/ on one file system), then run the command again"
+            ) from None
+        self.done.append((src, dest))
+
+    def undo(self) -> None:
+        for src, dest in reversed(self.done):
+            with contextlib.suppress(OSError):
+                src.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(dest), str(src))
+        self.done.clear()
+
+
+def stash(checkout: Path, tree: Path, recorded: Mapping[str, object], moves: Moves) -> int:
+    """Move the configuration's files (those still as its build left them) out of the checkout into its
+    tree; how many moved."""
+    moved = 0
+    for name, stat in recorded.items():
+        src = checkout / name
+        if not within(src, checkout) or stat_of(src) != stat:
+            continue
+        moves.move(src, tree / STASH / name)
+        moved += 1
+    return moved
+
+
+def tidy(checkout: Path, names: Iterable[str]) -> None:
+    """Remove the folders the moved files left empty, up to the checkout (a folder git tracks files in is
+    never empty), and top-level folders of them that hold no file any more (a CMake tree outside build/
+    keeps a few empty ones, CMakeFiles/CMakeScratch)."""
+    for name in names:
+        prune((checkout / name).parent, checkout)
+    for top in sorted({name.split("/", 1)[0] for name in names if "/" in name}):
+        folder = checkout / top
+        if folder.is_dir() and not folder.is_symlink() and not any(files for _, _, files in os.walk(folder)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def kept_files(folder: Path) -> list[str]:
+    """The files a kept tree's stash holds, relative to it (a link in it is nobody's: never followed)."""
+    out = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
+        out += [(Path(root) / f).relative_to(folder).as_posix() for f in files]
+    return sorted(n for n in out if safe_name(n))
+
+
+def restore(checkout: Path, tree: Path, moves: Moves) -> tuple[int, str | None]:
+    """Move a kept tree's files back into the checkout, all of them or none (a file or folder standing
+    where one goes is someone's: nothing is put over it, and the build goes the whole way); how many
+    moved, and why none did."""
+    kept = tree / STASH
+    names = kept_files(kept)
+    blocked = [n for n in names if os.path.lexists(checkout / n) or not within(checkout / n, checkout)]
+    if blocked:
+        return 0, f"{blocked[0]} stands where one of its files goes"
+    for name in names:
+        moves.move(kept / name, checkout / name)
+    shutil.rmtree(kept, ignore_errors=True)
+    return len(names), None
+
+
+def remove(checkout: Path, recorded: Mapping[str, object]) -> list[str]:
+    """Delete the configuration's files from the checkout (the ones still as its build left them); their names."""
+    gone = []
+    for name, stat in recorded.items():
+        path = checkout / name
+        if within(path, checkout) and stat_of(path) == stat:
+            with contextlib.suppress(OSError):
+                path.unlink()
+                gone.append(name)
+    tidy(checkout, gone)
+    return gone
+
+
+def prune(folder: Path, checkout: Path) -> None:
+    """Remove folders left empty up to the checkout."""
+    while folder != checkout and checkout in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent
+
+
+def env_owner(prefix: Path, names: Iterable[str]) -> str | None:
+    """The checkout the env's editable install of these files serves (its dist-info's direct_url.json among
+    them), as a file URL; None when the record names none."""
+    for name in names:
+        if name.endswith(".dist-info/direct_url.json"):
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                url = json.loads((prefix / name).read_text()).get("url")
+                return str(url) if url else None
+    return None
+
+
+def stash_env(tree: Path, prefix: Path, checkout: Path, recorded: Mapping[str, object], moves: Moves) -> int:
+    """Move the files this checkout's editable install put into the env (scikit-build-core: its compiled
+    outputs in site-packages, the redirect hook, the dist-info) into its tree, the ones still as its build
+    left them, and only while the env's install is this checkout's (a copied checkout's record names
+    another's); how many moved. Taking them out uninstalls the configuration."""
+    if env_owner(prefix, recorded) != checkout.resolve().as_uri():
+        return 0
+    moved = []
+    for name, stat in recorded.items():
+        src = prefix / name
+        if within(src, prefix) and stat_of(src) == stat:
+            moves.move(src, tree / ENV_STASH / name)
+            moved.append(name)
+    for name in moved:  # the dist-info's folder and the package's, where nothing else is left in them
+        prune((prefix / name).parent, prefix)
+    return len(moved)
+
+
+def restore_env(tree: Path, prefix: Path, checkout: Path, moves: Moves) -> tuple[int, str | None]:
+    """Put a kept tree's env files back into the env its install was in, all or none: never over a file
+    there now, never beside another install of the project (the build then goes the whole way); how many
+    moved, and why none did."""
+    kept = tree / ENV_STASH
+    names = kept_files(kept)
+    if not names:
+        return 0, None
+    if env_owner(kept, names) != checkout.resolve().as_uri():
+        return 0, "its kept install is another checkout's"
+    projects = {n.split("/")[-2].split("-")[0].lower() for n in names if n.endswith(".dist-info/RECORD")}
+    for info in prefix.glob("lib/python*/site-packages/*.dist-info"):
+        if info.name.split("-")[0].lower() in projects:
+            return 0, f"the env holds another install of it ({info.name})"
+    blocked = [n for n in names if os.path.lexists(prefix / n) or not within(prefix / n, prefix)]
+    if blocked:
+        return 0, f"{blocked[0]} is in the env already"
+    for name in names:
+        moves.move(kept / name, prefix / name)
+    shutil.rmtree(kept, ignore_errors=True)
+    return len(names), None

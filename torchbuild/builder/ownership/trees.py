@@ -1,0 +1,143 @@
+"""Build trees: one per configuration (Python, CUDA, build type), with its files (moves.py).
+
+PyTorch always builds in `build/`, so the tree of the configuration being built is moved into `build/` and
+the others wait in `.torchbuild/trees/<key>`, each holding its files from the checkout (`torch/lib`,
+`torch/_C*.so`, `torch/version.py`, ...) and from the env. Switching back to a configuration is then an
+incremental no-op that imports that configuration's own binaries, instead of a rebuild.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+from pathlib import Path
+
+from ...errors import TorchbuildError
+from ...locks import STATE, checkout_lock
+from . import moves
+from .records import FOREIGN, KEY_RE, env_prefix, env_recorded, read_marker, recorded_outputs
+
+
+def trees_dir(checkout: Path) -> Path:
+    return checkout / STATE / "trees"
+
+
+def activate_tree(checkout: Path, key: str) -> str | None:
+    """Put `key`'s tree at build/ (keeping the current one, with its files from the checkout and the env,
+    in .torchbuild/trees/); return what happened, or None. All or nothing: a move that fails puts back
+    every move before it and raises."""
+    build = checkout / "build"
+    stash = trees_dir(checkout)
+    current = read_marker(build) if build.exists() else None
+    if build.exists() and current and current.get("key") == key:
+        return None
+    stash.mkdir(parents=True, exist_ok=True)
+    message = []
+    journal = moves.Moves()
+    empty = build.is_dir() and not any(build.iterdir())  # nothing of anyone's: used as it is (a link to a disk)
+    if empty and not build.is_symlink() and (stash / key).exists():
+        build.rmdir()
+    try:
+        if (build.exists() or build.is_symlink()) and not (empty and not (stash / key).exists()):
+            old = str(current["key"]) if current else f"{FOREIGN}{time.strftime('%Y%m%d-%H%M%S')}"
+            target = stash / old
+            while not current and (target.exists() or target.is_symlink()):  # two in one second: never onto another
+                target = stash / f"{old}-{time.time_ns() % 10 ** 6}"
+            if target.exists() and current:
+                shutil.rmtree(target)
+            moved = moves.stash(checkout, build, recorded_outputs(current), journal) if current else 0
+            prefix = env_prefix(current)
+            from_env = moves.stash_env(build, prefix, checkout, env_recorded(current), journal) \
+                if current and prefix else 0
+            journal.move(build, target)
+            moves.tidy(checkout, recorded_outputs(current))
+            message.append(f"kept the {old} tree in {target}" + (f" with its {moved} file(s) from the checkout"
+                                                                  if moved else "")
+                           + (f" and its {from_env} file(s) from the env" if from_env else "") if current else
+                           f"build/ was not made by torchbuild: moved it, untouched, to {target} (to bring it "
+                           f"back: inv clean && mv {target} {build})")
+        if (stash / key).exists() and read_marker(stash / key):
+            journal.move(stash / key, build)
+            restored = read_marker(build)
+            moved, why = moves.restore(checkout, build, journal)
+            prefix = env_prefix(restored)
+            to_env, env_why = moves.restore_env(build, prefix, checkout, journal) if prefix else (0, None)
+            message.append(f"restored the {key} tree" + (f" and its {moved} file(s) in the checkout" if moved else "")
+                           + (f" and its {to_env} in the env" if to_env else "")
+                           + "".join(f" (its files were not put back: {w}; the build goes the whole way)"
+                                     for w in (why, env_why) if w))
+        else:
+            message.append(f"new tree for {key}")
+    except BaseException:
+        journal.undo()
+        raise
+    return "; ".join(message)
+
+
+def build_lock(checkout: Path) -> contextlib.AbstractContextManager[None]:
+    """One build (or clean, or patching) per checkout at a time; the second waits and says so."""
+    return checkout_lock(checkout, f"building in {checkout}", f"another build is running in {checkout}")
+
+
+def remove_tree(checkout: Path, key: str) -> int:
+    """Remove `key`'s tree (build/ or kept) and its files in the checkout; the bytes freed."""
+    return sum(size for _what, size, _files in clean(checkout, key=key, locked=False, missing_ok=True)[0])
+
+
+def tree_size(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, f)).st_size
+    return total
+
+
+def remove_tree_folder(tree: Path) -> None:
+    """Delete a tree torchbuild made; through a link (build/ put on another disk), what is in the folder
+    it points to, which stays, with the link."""
+    if tree.is_symlink():
+        for entry in list(tree.resolve().iterdir()):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    else:
+        shutil.rmtree(tree)
+
+
+def clean(checkout: Path, all_trees: bool = False, key: str | None = None, dry_run: bool = False,
+          locked: bool = True, missing_ok: bool = False
+          ) -> tuple[list[tuple[str, int, list[str]]], list[Path]]:
+    """Remove build trees torchbuild made (never sources, never a tree without a valid marker): the
+    current one, `key`'s, or all (`dry_run`: only say which). Returns ((what, bytes, the checkout's files
+    removed with it) for each tree, the trees kept as not torchbuild's)."""
+    if key is not None and (not KEY_RE.fullmatch(key) or ".." in key):
+        raise TorchbuildError(f"--config '{key}' is not a configuration name (like py3.12-cpu-release)",
+                              "run `inv clean --all`, or pass a name from .torchbuild/trees/")
+    build = checkout / "build"
+    trees = [build] if build.is_dir() else []
+    trees += sorted(p for p in trees_dir(checkout).glob("*") if p.is_dir() and not p.is_symlink())
+    removed, kept = [], []
+    with build_lock(checkout) if locked else contextlib.nullcontext():
+        for tree in trees:
+            marker = read_marker(tree)
+            name = str(marker["key"]) if marker else tree.name
+            wanted = all_trees or (name == key if key else tree == build)
+            if not wanted:
+                continue
+            if marker is None:
+                kept.append(tree)
+                continue
+            size = tree_size(tree)
+            files = sorted(recorded_outputs(marker)) if tree == build else []  # the checkout holds them now
+            if not dry_run:
+                files = moves.remove(checkout, recorded_outputs(marker)) if tree == build else []
+                remove_tree_folder(tree)
+            removed.append((f"{name} ({tree})", size, files))
+    if key and not removed and not missing_ok:
+        known = sorted(str(m["key"]) for tree in trees if (m := read_marker(tree)))
+        raise TorchbuildError(f"no build tree for configuration '{key}'", f"known: {', '.join(known) or 'none'}")
+    return removed, kept
