@@ -145,7 +145,8 @@ exit $rc
     raced = build(co, "--cuda", "none", "--set", f"CXX={wrapper}", "--rerun")
     assert flag.exists() and "changed while the build ran" in raced.stderr
     after = build(co, "--cuda", "none", "--set", f"CXX={wrapper}")
-    assert UP_TO_DATE not in after.stderr
+    assert UP_TO_DATE not in after.stderr and "the whole way: the last build of this configuration did not finish" \
+        in after.stderr
     assert any("unit_01" in unit for unit in compiled(last_log(co)))
     assert checksum(co) != before
     assert UP_TO_DATE in build(co, "--cuda", "none", "--set", f"CXX={wrapper}").stderr
@@ -156,13 +157,14 @@ exit $rc
 
 
 @pytest.mark.slow
-def test_a_new_source_in_a_submodule_git_status_ignores_is_built(main_demo):  # noqa: F811
+def test_a_new_source_in_a_submodule_git_status_ignores_is_built_and_a_misspelt_option_is_named(main_demo):  # noqa: F811
     co = main_demo
-    build(co, "--cuda", "none")
+    first = build(co, "--cuda", "none", "--set", "USE_CUDAA=1")  # every USE_* reaches CMake's cache here
+    assert "CMake did not use USE_CUDAA" in first.stderr  # no CMake code of the checkout reads it
     git(co, "config", "submodule.third_party/fbgemm.ignore", "dirty")  # as PyTorch marks several
     (co / "third_party/fbgemm/src/extra.cpp").write_text("int fbgemm_extra() { return 42; }\n")
     assert git(co, "status", "--porcelain") == ""  # git says nothing changed
-    done = build(co, "--cuda", "none")
+    done = build(co, "--cuda", "none", "--set", "USE_CUDAA=1")
     assert UP_TO_DATE not in done.stderr
     assert any("extra.cpp" in unit for unit in compiled(last_log(co)))
 
@@ -202,3 +204,21 @@ def test_kept_trees_on_another_file_system_and_a_linked_build_folder(small_demo,
     no_traceback(cleaned)
     assert (co / "build").is_symlink() and disk2.is_dir() and not any(disk2.iterdir())
     assert not list((co / "minitorch").glob("_C*.so"))
+
+
+@pytest.mark.slow
+def test_a_changed_cpath_compiles_again(small_demo, tmp_path):  # noqa: F811
+    co = small_demo
+    for name, value in (("a", 1), ("b", 2)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "tb_cpath.h").write_text(f"#define TB_VALUE {value}\n")
+    edit(co / "c10/core/unit_02.cpp", "long unit_02(long n) { return",
+         '#include "tb_cpath.h"\nlong unit_02(long n) { return TB_VALUE +')
+    build(co, "--cuda", "none", "--set", f"CPATH={tmp_path / 'a'}")
+    first = checksum(co)
+    other = build(co, "--cuda", "none", "--set", f"CPATH={tmp_path / 'b'}")
+    assert "CPATH changed" in other.stderr and UP_TO_DATE not in other.stderr
+    assert int(checksum(co)) == int(first) + 1  # the header CPATH finds now, compiled in
+    (co / "version.txt").write_text((co / "version.txt").read_text().replace("a0", "a1"))
+    assert "the whole way: version.txt changed since its last complete build" in build(
+        co, "--cuda", "none", "--set", f"CPATH={tmp_path / 'b'}").stderr

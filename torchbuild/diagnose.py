@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from .run import run
+
 
 @dataclass(frozen=True)
 class Failure:
@@ -84,3 +86,21 @@ class UnusedVariables:
         """The unused ones the user gave (--set, build.env, the shell), not those a build script adds."""
         wanted = set(variables)
         return sorted({n for n in self.names if n in wanted})
+
+
+FORWARDED = ("USE_", "BUILD_")  # what PyTorch's build passes to CMake by prefix (setup.py, EnvVarForwarding.cmake)
+
+
+def never_read(checkout: Path, names: Iterable[str]) -> list[str]:
+    """The options given by prefix (`--set USE_CUDAA=1`) that no CMake, Python or TOML file of the checkout
+    (its submodules included) names: where the build forwards every USE_*/BUILD_* into CMake's cache
+    (scikit-build-core era: cmake/EnvVarForwarding.cmake), CMake never calls one unused, so this asks the
+    code that would read it."""
+    unread = []
+    for name in sorted({n for n in names if n.startswith(FORWARDED) and re.fullmatch(r"[A-Z0-9_]+", n)}):
+        found = run(["git", "grep", "-q", "-F", "-w", "--recurse-submodules", "-e", name, "--", "*.cmake",
+                     "*CMakeLists.txt", "*.py", "*.toml", "*.cfg"], cwd=checkout, capture=True, echo=False,
+                    check=False)
+        if found.returncode == 1:  # 0: named somewhere; 128: no git to ask
+            unread.append(name)
+    return unread

@@ -10,8 +10,6 @@ the first options forever; the 2.9+ setup.py pops CMAKE_FRESH before reading it)
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -20,7 +18,8 @@ from typing import IO, Callable, Iterator, Mapping
 
 from .. import console as _console
 from .. import jobserver, usage
-from ..diagnose import Diagnosis, UnusedVariables, diagnose
+from ..diagnose import Diagnosis, UnusedVariables, diagnose, never_read
+from ..digest import digest
 from ..errors import CommandError, TorchbuildError
 from ..progress import Tracker
 from ..run import format_command, merged_env, run
@@ -30,7 +29,7 @@ from .cachestats import miss_reasons, parse_sccache_stats, parse_stats_log
 from .explain import remember
 from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
 from .ownership import channels, cmaketrees
-from .ownership.changes import edited_meanwhile, worktree
+from .ownership.changes import compiler_environment, edited_meanwhile, worktree
 from .ownership.cmaketrees import tree_ninja
 from .ownership.records import (
     configure_changes,
@@ -44,10 +43,11 @@ from .ownership.trees import activate_tree, build_lock, remove_tree
 from .ownership.uptodate import (
     env_files,
     env_install_dir,
-    inputs_stamp,
     installed,
     nothing_to_do,
     pending,
+    stamp_parts,
+    why_whole_way,
 )
 from .plan import Plan, affects_configure, package_name
 from .request import BuildRequest
@@ -110,15 +110,21 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         changed = configure_changes(marker.get("configure") if marker else None, plan.configure)  # type: ignore[arg-type]
         changed += cmaketrees.moved(trees, checkout)
         fresh = merged_env(base_env, plan.changes).get("CMAKE_FRESH", "").lower() in TRUE  # from any source
+        recompiled = compiler_environment(marker.get("configure") if marker else None, plan.configure, trees)  # type: ignore[arg-type]
+        if recompiled:
+            con.info(recompiled)
         if (changed or fresh) and cmaketrees.forget(trees):
             con.info("CMAKE_FRESH=1: a fresh CMake configure" if fresh and not changed else
                      "configuration changed, reconfiguring: " + "; ".join(changed[:4])
                      + (f" (+{len(changed) - 4} more)" if len(changed) > 4 else ""))
-        stamp = inputs_stamp(plan)
+        parts = stamp_parts(plan)
+        stamp = digest(parts)
         kept = kept_wheel(marker) if plan.wheel else None
+        placed, serves = channels.in_place(checkout, files), kept is not None if plan.wheel else installed(plan, marker)
         same = not (opts.clean or opts.rerun or changed or fresh) and marker is not None \
-            and marker.get("done") == stamp and channels.in_place(checkout, files) \
-            and (kept is not None if plan.wheel else installed(plan, marker))
+            and marker.get("done") == stamp and placed and serves
+        if not same and marker is not None and not (opts.clean or opts.rerun or changed or fresh):
+            con.info(f"the whole way: {why_whole_way(marker, parts, placed, serves)}")
         explained = pending(trees, plan, base_env) if same else None
         tree = worktree(checkout) if not plan.wheel and (checkout / ".git").exists() else None
         edited = off_graph(marker, tree, plan.package, files) if same and marker and tree is not None else None
@@ -215,12 +221,14 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                         remedies = _apply_remedies(new, remedies, [*trees, *failed, *cmaketrees.since(
                             checkout, command_start)], log)
                         plan = with_remedies(plan, remedies)
-                        stamp = inputs_stamp(plan)  # the remedy is part of this tree's inputs from now on
+                        parts = stamp_parts(plan)  # the remedy is part of this tree's inputs from now on
+                        stamp = digest(parts)
                         write_marker(build, plan.key, plan.configure, None, remedies, files=files, trees=outside)
                         continue
                     # what the failed build made in the checkout is this tree's too (a switch moves it out)
                     log.flush()
-                    failed_files, outside = claim(plan, build, files, outside)
+                    failed_files, outside = channels.claimed(checkout, build, plan.log, files, outside,
+                                                             plan.changes.get("PATH"))
                     write_marker(build, plan.key, plan.configure, None, remedies, files=failed_files, trees=outside)
                     if importable:  # the configuration that was importable before this build comes back
                         con.info(activate_tree(checkout, importable) or "")
@@ -228,18 +236,18 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                           with_jobs(quick[0], plan.changes) if quick else None, importable)
         con.clear_progress()
         command_end = time.time()
-        typos = unused.given([*dict(opts.sets), *base_env])
+        typos = sorted({*unused.given([*dict(opts.sets), *base_env]), *never_read(checkout, dict(opts.sets))})
         if typos:
             con.warn(f"CMake did not use {', '.join(typos)}: no option of the project has that name (misspelt?); "
-                     f"the build went on without it (CMake's warning is in {plan.log})")
+                     f"the build went on without it (CMake's warning, where it gave one, is in {plan.log})")
         finished(checkout)
         made = newest_wheel(plan.dist, wheels_before) if plan.dist else None
-        owned, outside = claim(plan, build, files, outside)
+        owned, outside = channels.claimed(checkout, build, plan.log, files, outside, plan.changes.get("PATH"))
         files = dict(owned)
         raced = edited_meanwhile(checkout, tree, files, cmaketrees.found(checkout, build, outside))
         write_marker(build, plan.key, plan.configure, None if raced or (plan.wheel and not made) else stamp,
                      remedies, made, files, tree, env_files(plan) if plan.outputs_in_env else None, plan.env.prefix,
-                     outside)
+                     outside, parts)
         if plan.stats_log.exists():
             result.hits, result.misses, result.remote_hits = parse_stats_log(plan.stats_log.read_text())
         elif sccache:
@@ -266,16 +274,6 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
     result.package = package_name(checkout, plan.env.prefix)  # the build installed the project: ask the env
     result.wheel = made
     return result
-
-
-def claim(plan: Plan, build: Path, files: Mapping[str, object], outside: list[str]
-          ) -> tuple[dict[str, list[int]], list[str]]:
-    """The configuration's files in the checkout and its trees outside build/, as the build's channels name
-    them (channels.claimed): its CMake trees' manifests and ninja outputs, setuptools' copies in its log."""
-    trees = cmaketrees.found(plan.checkout, build, outside)
-    ninja = next(filter(None, map(tree_ninja, trees)), None) or shutil.which(
-        "ninja", path=str(plan.changes.get("PATH") or os.environ.get("PATH", "")))
-    return channels.claimed(plan.checkout, build, trees, _log_tail(plan.log, size=1 << 30), ninja, files, outside)
 
 
 def linker_trial(plan: Plan, build: Path, steps: list[profile.Step], base_env: Mapping[str, str]) -> None:

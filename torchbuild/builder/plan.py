@@ -29,8 +29,13 @@ from .request import BuildRequest
 # variable as -D, but only when it configures (a change means: reconfigure this tree); CMake reads the
 # compilers and flags at that moment too. Launchers count: they reach CMake only at configure time.
 CONFIGURE_PREFIXES = ("USE_", "BUILD_", "CMAKE_")
+# What gcc reads as it compiles and links (ninja never sees it): part of the configuration, and a change
+# compiles every object again (ownership/changes.py)
+COMPILER_ENVIRONMENT = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH", "GCC_EXEC_PREFIX",
+                        "COMPILER_PATH")
 CONFIGURE_NAMES = {"TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "CUDACXX", "CUDAHOSTCXX", "CUDA_NVCC_EXECUTABLE", "DEBUG",
-                   "REL_WITH_DEB_INFO", "CC", "CXX", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "CUDAFLAGS", "BLAS"}
+                   "REL_WITH_DEB_INFO", "CC", "CXX", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "CUDAFLAGS", "BLAS",
+                   *COMPILER_ENVIRONMENT}
 NOT_CONFIGURE = {"CMAKE_FRESH", "CMAKE_ONLY", "CMAKE_BUILD_PARALLEL_LEVEL"}  # setup.py pops the first two
 # What else reaches the build's outputs without reconfiguring (version.py, the wheel's name and version).
 OUTPUT_PREFIXES = ("PYTORCH_", "TORCH_", "LIBTORCH_", "NATIVE_AOT")

@@ -15,6 +15,7 @@ from typing import Mapping
 
 from ... import console as _console
 from ...run import run
+from ..plan import COMPILER_ENVIRONMENT
 from .channels import tracked
 from .cmaketrees import tree_ninja
 from .records import OWN
@@ -97,3 +98,21 @@ def invalidate(trees: list[Path], sources: list[Path]) -> int:
                     removed += 1
                 output = None
     return removed
+
+
+def compiler_environment(old: Mapping[str, object] | None, new: Mapping[str, str], trees: list[Path]) -> str | None:
+    """Where a variable the compiler reads as it runs changed since the tree's last configure (CPATH, ...:
+    ninja never sees it, so a rebuild would keep every object), every output of the trees is removed
+    (`ninja -t clean`), so each compiles again (the compiler cache serves what did not change); what was
+    done, for the terminal."""
+    if old is None:
+        return None
+    changed = [k for k in COMPILER_ENVIRONMENT if old.get(k) != new.get(k)]
+    if not changed:
+        return None
+    for tree in trees:
+        ninja = tree_ninja(tree) or shutil.which("ninja")
+        if ninja and (tree / "build.ninja").is_file():
+            run([ninja, "-C", str(tree), "-t", "clean"], capture=True, echo=False, check=False)
+    return (f"{', '.join(changed)} changed: the compiler reads {'them' if len(changed) > 1 else 'it'} as it runs "
+            "and ninja does not, so every object is compiled again (the compiler cache serves what is the same)")

@@ -12,12 +12,13 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from ...run import run
 from ..slots import source_files
-from .cmaketrees import CACHE
+from .cmaketrees import CACHE, found, tree_ninja
 from .records import Stats, safe_name, stat_of
 
 WRITTEN_TO = re.compile(r"(?m)^\s*-- Build files have been written to: (.+?)\s*$")  # CMake's configure
@@ -108,21 +109,25 @@ def tracked(checkout: Path, names: Iterable[str]) -> set[str]:
     return found
 
 
-def claimed(checkout: Path, build: Path, trees: Iterable[Path], log_text: str, ninja: str | None,
-            previous: Mapping[str, object], previous_trees: Iterable[str] = ()) -> tuple[Stats, list[str]]:
-    """The configuration's files in the checkout after its build, and its CMake trees outside build/:
-    what the channels name (see the module's doc), with the files recorded before that are still as
-    they were. A file of the user's, tracked or merely written meanwhile, is never among them."""
+def claimed(checkout: Path, build: Path, log: Path, previous: Mapping[str, object], previous_trees: Iterable[str],
+            path: str | None = None) -> tuple[Stats, list[str]]:
+    """The configuration's files in the checkout after its build, and its CMake trees outside build/: what
+    the channels name (see the module's doc) in its trees and its log, with the files recorded before
+    that are still as they were. A file of the user's, tracked or merely written meanwhile, is never
+    among them (one behind a link, torch/lib linked to another disk, is: checked, never moved)."""
+    log_text = log.read_text(errors="replace") if log.is_file() else ""
     outside = [t for t in [*previous_trees, *cmake_trees(checkout, log_text)]
                if not (checkout / t).resolve().is_relative_to(build.resolve()) and (checkout / t / CACHE).is_file()]
     outside = list(dict.fromkeys(outside))
+    trees = found(checkout, build, outside)
+    ninja = next(filter(None, map(tree_ninja, trees)), None) or shutil.which("ninja", path=path)
     names: set[str] = copied(checkout, log_text)
-    for folder in {*trees, *(checkout / t for t in outside)}:
+    for folder in trees:
         names |= manifest(folder, checkout) | ninja_outputs(folder, checkout, ninja)
     for tree in outside:
         names |= tree_files(checkout, tree)
     names |= {n for n, st in previous.items() if stat_of(checkout / n) == st}
-    names = {n for n in names if safe_name(n)}  # one behind a link (torch/lib linked elsewhere) is checked, never moved
+    names = {n for n in names if safe_name(n)}
     names -= tracked(checkout, names) | synced(checkout)
     stats = {n: st for n in sorted(names) if (st := stat_of(checkout / n)) is not None}
     return stats, outside

@@ -26,19 +26,18 @@ from .cmaketrees import cache_entry, tree_ninja
 ALWAYS_RUN = re.compile(r"ninja explain: output (?:\S+/)?CMakeFiles/[^/.\s]+ doesn't exist")
 
 
-def inputs_stamp(plan: Plan) -> str:
+def stamp_parts(plan: Plan) -> dict[str, object]:
     """What a no-op build depends on beyond ninja's graph: the command, the configure environment,
     the commit, and the files setup.py reads (setup.py, pyproject.toml, version.txt, requirements).
     A wheel also holds the Python sources ninja does not track: the working tree's changes count too.
     The core of a split build is the same for every Python: its env's interpreter does not count."""
-
-    files = []
+    files = {}
     for name in ("setup.py", "pyproject.toml", "setup.cfg", "MANIFEST.in", "version.txt", "requirements.txt",
                  "requirements-build.txt", "CMakeLists.txt", ".gitmodules"):
         path = plan.checkout / name
         if path.exists():
             st = path.stat()
-            files.append((name, st.st_size, st.st_mtime_ns))
+            files[name] = [st.st_size, st.st_mtime_ns]
     core = plan.changes.get("BUILD_LIBTORCH_WHL") == "1"
     command = ["python", *plan.command[1:]] if core else [*plan.command, str(plan.env.python)]
     tree = worktree_state(plan.checkout, plan.wheel)
@@ -48,7 +47,52 @@ def inputs_stamp(plan: Plan) -> str:
     if plan.changes.get("BUILD_PYTHON_ONLY") == "1":  # built against the core in the env: which one counts
         site, installed = installed_core(plan)
         against = [[f, (site / f).stat().st_size] for f in installed if (site / f).is_file()]
-    return digest([command, sorted(plan.inputs.items()), tree, files, against])
+    return {"command": command, "environment": dict(sorted(plan.inputs.items())), "tree": tree, "files": files,
+            "against": against}
+
+
+def inputs_stamp(plan: Plan) -> str:
+    return digest(stamp_parts(plan))
+
+
+def why_whole_way(marker: Mapping[str, object], parts: Mapping[str, object], in_place: bool,
+                  installed: bool) -> str:
+    """Why a configuration with a tree is not up to date, for the terminal: the first that holds of the
+    last build not finishing, an input changed (which), its files not in place, the env's install not its."""
+    if marker.get("done") is None:
+        return "the last build of this configuration did not finish (it failed, was stopped, or a source changed " \
+               "while it ran)"
+    old = marker.get("inputs")
+    if marker.get("done") != digest(parts):
+        if not isinstance(old, dict):
+            return "its inputs changed since its last complete build"
+        was, now = as_dict(old.get("files")), as_dict(parts["files"])
+        for name in sorted(set(was) | set(now)):
+            if was.get(name) != now.get(name):
+                return f"{name} changed since its last complete build"
+        if as_list(old.get("tree"))[:1] != as_list(parts["tree"])[:1]:
+            return "the commit changed since its last complete build"
+        if old.get("command") != parts["command"]:
+            return "another build command ran in its tree since (a wheel, or another Python)"
+        env, env_now = as_dict(old.get("environment")), as_dict(parts["environment"])
+        keys = sorted(k for k in set(env) | set(env_now) if env.get(k) != env_now.get(k))
+        if keys:
+            return f"the build's environment changed: {', '.join(keys[:3])}"
+        return "the working tree changed since its last complete build (a wheel holds every source)"
+    if not in_place:
+        return "its files in the checkout are not as its build left them"
+    if not installed:
+        return "the env's install of the checkout is not the one its last build made (pip run by hand, another " \
+               "build or a wheel installed since)"
+    return "its last build left no record of what it built"
+
+
+def as_dict(value: object) -> dict[str, object]:
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def as_list(value: object) -> list[object]:
+    return list(value) if isinstance(value, list) else []
 
 
 def pending(trees: Iterable[Path], plan: Plan, base_env: Mapping[str, str]) -> list[str] | None:
