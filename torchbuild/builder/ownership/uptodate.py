@@ -20,6 +20,7 @@ from ..plan import Plan
 from ..split import installed_core
 from .changes import worktree_state
 from .cmaketrees import cache_entry, tree_ninja
+from .records import kept_values
 
 # `ninja -n -d explain` on a tree whose only work is an always-run target (PyTorch's gen_torch_version,
 # CMake's install): the target's symbolic output under CMakeFiles/ never exists.
@@ -47,8 +48,8 @@ def stamp_parts(plan: Plan) -> dict[str, object]:
     if plan.changes.get("BUILD_PYTHON_ONLY") == "1":  # built against the core in the env: which one counts
         site, installed = installed_core(plan)
         against = [[f, (site / f).stat().st_size] for f in installed if (site / f).is_file()]
-    return {"command": command, "environment": dict(sorted(plan.inputs.items())), "tree": tree, "files": files,
-            "against": against}
+    return {"command": command, "environment": kept_values(dict(sorted(plan.inputs.items()))), "tree": tree,
+            "files": files, "against": against}  # a secret's value as its digest: the marker keeps these
 
 
 def inputs_stamp(plan: Plan) -> str:
