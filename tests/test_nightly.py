@@ -245,6 +245,17 @@ def served_clone(served, tmp_path: Path, monkeypatch) -> Path:
     return co
 
 
+def test_a_lib_folder_linked_outside_is_never_written_through(served, tmp_path, monkeypatch):
+    co = served_clone(served, tmp_path, monkeypatch)
+    elsewhere = tmp_path / "disk2"
+    elsewhere.mkdir()
+    (co / "minitorch" / "lib").symlink_to(elsewhere)
+    done = inv("nightly", "--path", str(co), "--cuda", "none", check=False)
+    assert done.returncode != 0 and "Traceback" not in done.output
+    assert "minitorch/lib is a link to" in done.stderr and "nothing was placed" in done.stderr
+    assert not any(elsewhere.iterdir()) and not list((co / "minitorch").glob("_C*.so"))
+
+
 def test_checkout_names_what_git_says_of_a_branch_name(served, tmp_path, monkeypatch):
     co = served_clone(served, tmp_path, monkeypatch)
     done = inv("nightly", "--path", str(co), "--cuda", "none", "--checkout", "@{-1}", check=False)

@@ -103,7 +103,8 @@ def test_hostile_or_damaged_records_are_never_trusted(small_demo, tmp_path):  # 
 @pytest.mark.slow
 def test_files_written_while_a_build_runs_stay_the_users(small_demo):  # noqa: F811
     co = small_demo
-    (co / ".git" / "info" / "exclude").write_text("/notes/\n/mybuild/\n/.venv/\n")
+    with open(co / ".git" / "info" / "exclude", "a") as exclude:
+        exclude.write("/notes/\n/mybuild/\n/.venv/\n")
     proc = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), "build", "--path", str(co),
                              "--cuda", "none"], stderr=subprocess.PIPE, text=True, stdout=subprocess.DEVNULL)
     assert proc.stderr is not None
@@ -167,6 +168,13 @@ def test_a_new_source_in_a_submodule_git_status_ignores_is_built_and_a_misspelt_
     done = build(co, "--cuda", "none", "--set", "USE_CUDAA=1")
     assert UP_TO_DATE not in done.stderr
     assert any("extra.cpp" in unit for unit in compiled(last_log(co)))
+    with open(co / ".git" / "info" / "exclude", "a") as exclude:  # a source git is told to ignore
+        exclude.write("/c10/core/unit_mine.cpp\n")
+    (co / "c10/core/unit_mine.cpp").write_text("int unit_mine() { return 7; }\n")  # the c10 glob reads it
+    assert git(co, "status", "--porcelain") == ""
+    mine = build(co, "--cuda", "none", "--set", "USE_CUDAA=1")
+    assert "the whole way: a source file was added to or removed from c10/core" in mine.stderr
+    assert any("unit_mine.cpp" in unit for unit in compiled(last_log(co)))
 
 
 @pytest.mark.slow
@@ -175,7 +183,8 @@ def test_a_lib_folder_linked_to_another_disk_is_never_served_as_another_configur
     elsewhere = tmp_path / "disk2" / "lib"
     elsewhere.mkdir(parents=True)
     (co / "minitorch" / "lib").symlink_to(elsewhere)
-    (co / ".git" / "info" / "exclude").write_text("/minitorch/lib\n")  # the link is ignored as the folder was
+    with open(co / ".git" / "info" / "exclude", "a") as exclude:  # the link is ignored as the folder was
+        exclude.write("/minitorch/lib\n")
     build(co, "--cuda", "none")
     release = (elsewhere / "libc10.so").read_bytes()
     build(co, "--cuda", "none", "--debug")
@@ -222,3 +231,25 @@ def test_a_changed_cpath_compiles_again(small_demo, tmp_path):  # noqa: F811
     (co / "version.txt").write_text((co / "version.txt").read_text().replace("a0", "a1"))
     assert "the whole way: version.txt changed since its last complete build" in build(
         co, "--cuda", "none", "--set", f"CPATH={tmp_path / 'b'}").stderr
+
+
+@pytest.mark.slow
+def test_a_library_remade_within_a_second_of_its_stripped_install_is_installed_again(main_demo, tmp_path):  # noqa: F811
+    co = main_demo
+    installed = env_python().parent.parent / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / \
+        "site-packages" / "minitorch" / "lib" / "libc10.so"
+    wrapper = tmp_path / "c++"  # links libc10.so, then gives it the installed copy's time, to the nanosecond
+    wrapper.write_text(f"""#!/bin/sh
+/usr/bin/c++ "$@"; rc=$?
+out=""; prev=""; for a in "$@"; do [ "$prev" = "-o" ] && out="$a"; prev="$a"; done
+case "$out" in *libc10.so) [ -e {installed} ] && touch -r {installed} "$out" ;; esac
+exit $rc
+""")
+    wrapper.chmod(0o755)
+    build(co, "--cuda", "none", "--set", f"CXX={wrapper}")
+    before = imported(co)["checksum"]
+    edit(co / "c10/core/unit_01.cpp", "(n / 2)", "(n / 3)")
+    loop = build(co, "--cuda", "none", "--set", f"CXX={wrapper}")
+    assert "only files ninja builds from changed" in loop.stderr  # the loop: cmake --build, cmake --install --strip
+    assert imported(co)["checksum"] != before  # the new library, not the one the install called up to date
+    assert "installed again" in loop.stderr

@@ -28,9 +28,15 @@ from . import inplace, pools, profile, record, shortcut
 from .cachestats import miss_reasons, parse_sccache_stats, parse_stats_log
 from .explain import remember
 from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
+from .linkertrial import linker_trial
 from .ownership import channels, cmaketrees
-from .ownership.changes import compiler_environment, edited_meanwhile, worktree
-from .ownership.cmaketrees import tree_ninja
+from .ownership.changes import (
+    compiler_environment,
+    edited_meanwhile,
+    source_folders,
+    sources_added,
+    worktree,
+)
 from .ownership.records import (
     configure_changes,
     kept_wheel,
@@ -121,10 +127,11 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         stamp = digest(parts)
         kept = kept_wheel(marker) if plan.wheel else None
         placed, serves = channels.in_place(checkout, files), kept is not None if plan.wheel else installed(plan, marker)
+        added = sources_added(checkout, marker.get("folders")) if marker else None
         same = not (opts.clean or opts.rerun or changed or fresh) and marker is not None \
-            and marker.get("done") == stamp and placed and serves
+            and marker.get("done") == stamp and placed and serves and added is None
         if not same and marker is not None and not (opts.clean or opts.rerun or changed or fresh):
-            con.info(f"the whole way: {why_whole_way(marker, parts, placed, serves)}")
+            con.info(f"the whole way: {added or why_whole_way(marker, parts, placed, serves)}")
         explained = pending(trees, plan, base_env) if same else None
         tree = worktree(checkout) if not plan.wheel and (checkout / ".git").exists() else None
         edited = off_graph(marker, tree, plan.package, files) if same and marker and tree is not None else None
@@ -234,6 +241,15 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                         con.info(activate_tree(checkout, importable) or "")
                     _fail(plan, tracker, found, exc.returncode, probed, time.monotonic() - start, remedies,
                           with_jobs(quick[0], plan.changes) if quick else None, importable)
+            if quick and len(quick) > 1:  # CMake's install into the env, after its build: what it skipped
+                remade = profile.steps_since(logged, trees, command_start)
+                stale = channels.skipped_installs(_log_tail(plan.log), remade)
+                if stale:
+                    con.info(f"CMake's install called {stale[0]} up to date though the build remade it (the copies "
+                             f"were under a second apart, and strip stamped the old one): installed again")
+                    for path in stale:
+                        path.unlink(missing_ok=True)
+                    run(quick[-1], cwd=quick_in, env=plan.changes, base_env=base_env, echo=opts.verbose, log=log)
         con.clear_progress()
         command_end = time.time()
         typos = sorted({*unused.given([*dict(opts.sets), *base_env]), *never_read(checkout, dict(opts.sets))})
@@ -247,7 +263,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         raced = edited_meanwhile(checkout, tree, files, cmaketrees.found(checkout, build, outside))
         write_marker(build, plan.key, plan.configure, None if raced or (plan.wheel and not made) else stamp,
                      remedies, made, files, tree, env_files(plan) if plan.outputs_in_env else None, plan.env.prefix,
-                     outside, parts)
+                     outside, parts, source_folders(checkout, cmaketrees.found(checkout, build, outside)))
         if plan.stats_log.exists():
             result.hits, result.misses, result.remote_hits = parse_stats_log(plan.stats_log.read_text())
         elif sccache:
@@ -274,25 +290,6 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
     result.package = package_name(checkout, plan.env.prefix)  # the build installed the project: ask the env
     result.wheel = made
     return result
-
-
-def linker_trial(plan: Plan, build: Path, steps: list[profile.Step], base_env: Mapping[str, str]) -> None:
-    """Once a machine: time this build's longest link with each linker; auto takes the fastest from now on."""
-    links = sorted((s for s in steps if s.kind == "link"), key=lambda s: s.seconds)
-    ninja = tree_ninja(build)
-    if not links or links[-1].seconds < linkers.TRIAL_FROM or ninja is None:
-        return
-    library = links[-1].output
-    lines = run([ninja, "-C", str(build), "-t", "commands", library], capture=True, echo=False,
-                check=False).stdout.strip().splitlines()
-    if not lines:
-        return
-    seconds = linkers.trial(lines[-1], build, list(plan.linker_trial), merged_env(base_env, plan.changes),
-                            plan.linker_memory, library)
-    chosen = linkers.choose("auto", list(plan.linker_trial), seconds)
-    times = ", ".join(f"{name} {t:.2f}s" for name, t in sorted(seconds.items(), key=lambda x: x[1]))
-    _console.get().info(f"linker trial on {library} (once on this machine): {times}; build.linker auto "
-                        f"takes {chosen.name if chosen else 'the default'} from now on")
 
 
 def newest_wheel(dist: Path, before: set[Path]) -> Path | None:

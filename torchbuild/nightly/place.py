@@ -16,6 +16,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..builder.ownership.moves import within
 from ..errors import TorchbuildError
 from ..run import run
 from ..wheels import env_paths
@@ -59,6 +60,12 @@ def place(checkout: Path, wheel: Path, aside: Path) -> Placed:
     ignored = _listed(checkout, ["git", "check-ignore", "-z", "--stdin"], untracked) if untracked else set()
     wanted = [info for info in members if not (info.filename in tracked or (checkout / info.filename).is_dir() or (
         info.filename not in ignored and (info.filename.endswith(".py") or (checkout / info.filename).exists())))]
+    linked = next((info.filename for info in wanted if not within(checkout / info.filename, checkout)), None)
+    if linked:
+        link = next(p for p in (checkout / linked).parents if p.is_symlink())
+        raise TorchbuildError(f"{link.relative_to(checkout)} is a link to {os.path.realpath(link)}: the nightly's "
+                              f"files ({linked}) would be written outside the checkout", "replace the link by a folder "
+                              "(or remove it), then run `inv nightly` again; nothing was placed")
     placed: dict[str, list[int]] = {}
     moved: list[str] = []
     try:

@@ -8,12 +8,14 @@ ran, whose objects ninja would otherwise never compile again.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 from pathlib import Path
 from typing import Mapping
 
 from ... import console as _console
+from ...digest import digest
 from ...run import run
 from ..plan import COMPILER_ENVIRONMENT
 from .channels import tracked
@@ -116,3 +118,37 @@ def compiler_environment(old: Mapping[str, object] | None, new: Mapping[str, str
             run([ninja, "-C", str(tree), "-t", "clean"], capture=True, echo=False, check=False)
     return (f"{', '.join(changed)} changed: the compiler reads {'them' if len(changed) > 1 else 'it'} as it runs "
             "and ninja does not, so every object is compiled again (the compiler cache serves what is the same)")
+
+
+SOURCE = (".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hh", ".hpp", ".inc", ".S", ".s", ".asm", ".mm")
+
+
+def source_folders(checkout: Path, trees: list[Path]) -> dict[str, str]:
+    """Each folder of the checkout holding a unit the trees compile (compile_commands.json), by a digest of the
+    source files' names in it: a plain `file(GLOB)` reads them at configure time only, and a new one where
+    git does not look (an ignored file, a submodule marked `ignore = all`) is seen by nothing else."""
+    root, folders = checkout.resolve(), set()
+    for tree in trees:
+        with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+            for entry in json.loads((tree / "compile_commands.json").read_text()):
+                path = Path(entry.get("directory", tree)) / entry["file"]
+                folder = Path(os.path.normpath(path)).parent
+                if folder.is_relative_to(root) and not any(folder.is_relative_to(t.resolve()) for t in trees):
+                    folders.add(folder.relative_to(root).as_posix())
+    return {f: listing(checkout / f) for f in sorted(folders)}
+
+
+def listing(folder: Path) -> str:
+    with contextlib.suppress(OSError):
+        return digest(sorted(n for n in os.listdir(folder) if n.endswith(SOURCE) and not n.startswith(".")))
+    return ""
+
+
+def sources_added(checkout: Path, recorded: object) -> str | None:
+    """Why the tree's compiled folders are not as its last build left them (None: they are, or none recorded)."""
+    if not isinstance(recorded, dict):
+        return None
+    for folder, was in recorded.items():
+        if isinstance(folder, str) and listing(checkout / folder) != was:
+            return f"a source file was added to or removed from {folder} since its last build (a glob may read it)"
+    return None

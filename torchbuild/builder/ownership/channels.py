@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from ...run import run
+from ..profile import Step
 from ..slots import source_files
 from .cmaketrees import CACHE, found, tree_ninja
 from .records import Stats, safe_name, stat_of
@@ -141,3 +142,15 @@ def synced(checkout: Path) -> set[str]:
 def in_place(checkout: Path, recorded: Mapping[str, object]) -> bool:
     """Whether every recorded file is in the checkout as the build left it."""
     return all(stat_of(checkout / name) == stat for name, stat in recorded.items())
+
+
+UP_TO_DATE = re.compile(r"(?m)^\s*-- Up-to-date: (.+?)\s*$")  # CMake's install, a file it did not copy
+
+
+def skipped_installs(log_text: str, steps: Iterable[Step]) -> list[Path]:
+    """The files CMake's install left as "Up-to-date" though this build remade them: CMake skips a copy whose
+    mtime is within a second of the installed one, and `--strip` stamps the installed copy when it strips it,
+    so a rebuild under a second after the last install keeps the old library (verified against what ninja
+    ran, by file name)."""
+    remade = {Path(step.output).name for step in steps}
+    return [Path(p) for p in dict.fromkeys(UP_TO_DATE.findall(log_text)) if Path(p).name in remade]

@@ -95,20 +95,23 @@ def write_marker(build: Path, key: str, configure: Mapping[str, str], done: str 
                  remedies: Mapping[str, str] | None = None, wheel: Path | None = None,
                  files: Mapping[str, object] | None = None, worktree: Mapping[str, object] | None = None,
                  env_files: Mapping[str, object] | None = None, env: Path | None = None,
-                 trees: list[str] | None = None, inputs: Mapping[str, object] | None = None) -> None:
+                 trees: list[str] | None = None, inputs: Mapping[str, object] | None = None,
+                 folders: Mapping[str, str] | None = None) -> None:
     """Record which configuration a tree holds, how it was configured (a secret's value as a digest),
     its last complete inputs, the remedies (known-failure fixes) applied to it, which its later builds
     keep, the wheel it made, its files in the checkout (channels.py), the working tree's changed files
     as the last complete build began (shortcut.py), the files its editable install put into the env
     (scikit-build-core: the compiled outputs live there), relative to that env, and its CMake trees
-    outside build/, and what its stamp was made of (`inputs`: the terminal says which changed). Written to a
+    outside build/, what its stamp was made of (`inputs`: the terminal says which changed), and the source
+    names in each folder it compiles from (`folders`: a glob may read a new one). Written to a
     temporary file first: a marker is whole or absent."""
     data = {"key": key, "configure": kept_values(configure), "done": done, "remedies": dict(remedies or {}),
             "wheel": wheel_id(wheel) if wheel else None, "outputs": dict(files or {}),
             "worktree": dict(worktree) if worktree is not None else None,
             "env_files": dict(env_files) if env_files is not None else None,
             "env_prefix": str(env) if env is not None and env_files is not None else None,
-            "trees": list(trees or []), "inputs": dict(inputs) if inputs is not None and done else None}
+            "trees": list(trees or []), "inputs": dict(inputs) if inputs is not None and done else None,
+            "folders": dict(folders or {})}
     tmp = build / f"{MARKER}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(data, indent=2))
     tmp.replace(build / MARKER)
