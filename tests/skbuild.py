@@ -49,11 +49,17 @@ PyMODINIT_FUNC PyInit__core(void) {{ return PyModule_Create(&module); }}
 """
 
 
-def make_skbuild_project(root: Path, units: int = 6) -> Path:
-    """The project as a git repo at `root` (one commit); returns `root`."""
+# The version from git through setuptools-scm, as boost-histogram and most scikit-hep projects have it:
+# scikit-build-core asks for setuptools-scm from its get_requires_for_build_* hooks, not build-system.requires.
+SCM = (PYPROJECT.replace('version = "0.1.0"', 'dynamic = ["version"]')
+       + 'metadata.version.provider = "scikit_build_core.metadata.setuptools_scm"\n\n[tool.setuptools_scm]\n')
+
+
+def make_skbuild_project(root: Path, units: int = 6, scm: bool = False) -> Path:
+    """The project as a git repo at `root` (one commit; `scm`: versioned by setuptools-scm); returns `root`."""
     names = [f"src/core/unit_{i:02d}.cpp" for i in range(units)]
     files = {
-        "pyproject.toml": PYPROJECT,
+        "pyproject.toml": SCM if scm else PYPROJECT,
         "CMakeLists.txt": CMAKE.format(units=" ".join(names)),
         "include/c10/core.h": "#pragma once\nnamespace c10 {\n"
                               + "".join(f"long unit_{i:02d}(long n);\n" for i in range(units)) + "}\n",

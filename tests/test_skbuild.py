@@ -23,7 +23,7 @@ UP_TO_DATE = "up to date:"
 def skproject(tmp_path, shared, monkeypatch):  # noqa: F811
     for key, value in {**shared, "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs")}.items():
         monkeypatch.setenv(key, value)
-    up = make_skbuild_project(tmp_path / "up", units=4)
+    up = make_skbuild_project(tmp_path / "up", units=4, scm=True)  # the backend asks for setuptools-scm
     inv("clone", "--url", up.as_uri(), "--path", str(tmp_path / "co"), check=True)
     return tmp_path / "co"
 
@@ -41,6 +41,7 @@ def test_a_scikit_build_core_project_builds_in_build_and_its_no_op_runs_nothing(
     assert "build driver" in doctor.stdout and "scikit-build-core" in doctor.stdout
     first = build(skproject, "--cuda", "none")
     assert "setup.py" not in first.stderr and "pip and the backend" in first.stderr  # no setup.py phase
+    assert "the build backend asks for setuptools-scm" in first.stderr  # as pip's isolated build would install
     assert (skproject / "build" / "CMakeCache.txt").is_file()  # the tree is kept, not a temporary folder
     checksum, where = imported(skproject)
     site = str(env_python().parent.parent)

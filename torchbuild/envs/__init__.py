@@ -29,6 +29,7 @@ from ..toolchain.python import Python, compile_installed
 from .requirements import (
     KNOWN,
     PINS,
+    add_backend_requires,
     checkout_requirements,
     conda_packages,
     condarc,
@@ -210,6 +211,7 @@ def _create(cfg: Config, python: Python, name: str, backend: str, exe: str, pref
     try:
         with con.timed(f"create env {name} with Python {python.version} ({backend})"):
             py = _make(backend, exe, python, prefix, cfg, reqs, conda_pkgs)
+            reqs += add_backend_requires(py, checkout, prefix / "pip.conf")
             compile_installed(py)
             made = Env(name, prefix, backend, py, python.version, stamp, setuptools_version(py))
             (prefix / STAMP).write_text(json.dumps({**asdict(made), "prefix": str(prefix), "python": str(py),
@@ -320,6 +322,7 @@ def _update_in_place(cfg: Config, made: Env, checkout: Path | None, reqs: list[s
     with con.timed(f"env {made.name}: add what {checkout.name if checkout else 'the build'} needs "
                    f"({len(reqs)} requirements) instead of making it again"):
         _install([*pip, *PIP_INSTALL], reqs, made.version, {"PIP_CONFIG_FILE": str(made.prefix / "pip.conf")})
+        reqs = reqs + add_backend_requires(made.python, checkout, made.prefix / "pip.conf")
         compile_installed(made.python)
     check = run(pip + ["check"], capture=True, echo=False, check=False)
     if check.returncode != 0:

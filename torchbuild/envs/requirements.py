@@ -3,14 +3,18 @@ tool bounds, the mirrors' pip.conf / .condarc, and the stamp that says an env is
 
 from __future__ import annotations
 
+import json
 import platform
 import re
 from pathlib import Path
 from typing import Sequence
 
 from .. import compat
+from .. import console as _console
 from ..config import Config
 from ..digest import digest
+from ..errors import TorchbuildError
+from ..run import run
 
 # Without requirement files: PyTorch's build deps (packaging: tools/generate_torch_version.py imports it).
 KNOWN = ["setuptools", "wheel", "ninja", "cmake", "numpy", "pyyaml", "cffi", "typing_extensions", "packaging"]
@@ -108,7 +112,19 @@ def stamp_of(backend: str, version: str, reqs: Sequence[str], cfg: Config, extra
 def expected_stamp(cfg: Config, backend: str, version: str, checkout: Path | None, cuda: str | None) -> str:
     """The stamp an env of this backend and Python must carry to be up to date for this checkout."""
     conda = conda_packages(backend, cuda, cfg.build.mkl)
-    return stamp_of(backend, version, requirements(checkout, version, mkl=cfg.build.mkl), cfg, conda)
+    return stamp_of(backend, version, requirements(checkout, version, mkl=cfg.build.mkl), cfg,
+                    conda + backend_settings(checkout))
+
+
+def backend_settings(checkout: Path | None) -> list[str]:
+    """What a build backend's added requirements depend on (its `[tool]` settings and the dynamic metadata:
+    scikit-build-core asks for setuptools-scm where its version provider is setuptools_scm), so that an env
+    is asked again when they change; nothing for setuptools, which is not asked (`backend_requires`)."""
+    table = compat.pyproject(checkout) if checkout else {}
+    backend = str(table.get("build-system", {}).get("build-backend") or "")
+    if not backend or backend.startswith("setuptools.") or not (table.get("tool") or table.get("project")):
+        return []
+    return [f"backend-settings:{digest([table.get('tool'), table.get('project', {}).get('dynamic')], 12)}"]
 
 
 def conda_packages(backend: str, cuda: str | None, mkl: bool = True) -> list[str]:
@@ -122,3 +138,64 @@ def conda_packages(backend: str, cuda: str | None, mkl: bool = True) -> list[str
     return pkgs
 
 
+
+
+# What pip asks a PEP 517 backend before it builds in an isolated env, and a no-isolation build never does: the
+# requirements the backend adds (scikit-build-core: setuptools-scm for its version provider), less those the env
+# has. argv: the backend ("module:object"), then its backend-path entries.
+BACKEND_REQUIRES = """import functools, importlib, json, os, sys
+sys.path[:0] = [os.path.abspath(p) for p in sys.argv[2:]]
+name, _, attrs = sys.argv[1].partition(":")
+backend = functools.reduce(getattr, filter(None, attrs.split(".")), importlib.import_module(name))
+try:
+    from packaging.requirements import Requirement
+except ImportError:
+    from pip._vendor.packaging.requirements import Requirement
+from importlib.metadata import PackageNotFoundError, version
+wanted = set()
+for hook in ("get_requires_for_build_editable", "get_requires_for_build_wheel"):
+    if hasattr(backend, hook):
+        wanted.update(getattr(backend, hook)(None))
+def met(text):
+    req = Requirement(text)
+    if req.marker is not None and not req.marker.evaluate():
+        return True
+    try:
+        return req.specifier.contains(version(req.name), prereleases=True)
+    except PackageNotFoundError:
+        return False
+print(json.dumps(sorted(r for r in wanted if not met(r))))"""
+
+
+def backend_requires(python: Path, checkout: Path | None) -> tuple[list[str], str | None]:
+    """The requirements the checkout's build backend asks for beyond `build-system.requires` that the env at
+    `python` lacks (setuptools' own hooks are not asked: they run setup.py, and add nothing a build needs);
+    and why none could be learnt, if the backend failed to answer."""
+    table = compat.pyproject(checkout).get("build-system", {}) if checkout else {}
+    backend = str(table.get("build-backend") or "")
+    if not backend or backend.startswith("setuptools."):
+        return [], None
+    done = run([str(python), "-c", BACKEND_REQUIRES, backend, *(table.get("backend-path") or [])], cwd=checkout,
+               capture=True, echo=False, check=False)
+    try:
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        said = (done.stderr.strip().splitlines() or ["no answer"])[-1]
+        return [], f"{backend} did not say what else it needs to build ({said})"
+    return [str(r) for r in found], None
+
+
+def add_backend_requires(python: Path, checkout: Path | None, pip_conf: Path) -> list[str]:
+    """Install what the build backend asks for beyond its declared requirements (pip asks it before an isolated
+    build; a no-isolation build never does, so `No module named 'setuptools_scm'`); what was installed."""
+    extra, why = backend_requires(python, checkout)
+    if why:
+        _console.get().warn(f"{why}: the env has its declared build requirements only")
+    if extra:
+        done = run([str(python), "-m", "pip", "--disable-pip-version-check", "install", "-q", "--no-compile", *extra],
+                   env={"PIP_CONFIG_FILE": str(pip_conf)}, check=False, capture=True, echo=False)
+        if done.returncode:
+            raise TorchbuildError(f"cannot install {', '.join(extra)}, which the build backend asks for",
+                                  "check the package index (mirrors.pip_index_url), then run the command again")
+        _console.get().info(f"the build backend asks for {', '.join(extra)} too: installed")
+    return extra
