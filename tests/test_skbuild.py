@@ -39,6 +39,8 @@ def imported(checkout: Path) -> tuple[str, str]:
 def test_a_scikit_build_core_project_builds_in_build_and_its_no_op_runs_nothing(skproject, tmp_path):
     doctor = inv("doctor", env={"TORCHBUILD_SOURCE_PATH": str(skproject)}, check=True)
     assert "build driver" in doctor.stdout and "scikit-build-core" in doctor.stdout
+    planned = build(skproject, "--cuda", "none", "--dry-run")  # not PyTorch: none of PyTorch's words or variables
+    assert not [w for w in ("USE_CUDA", "BUILD_TEST", "USE_NINJA", "USE_CCACHE", "PyTorch") if w in planned.output]
     first = build(skproject, "--cuda", "none")
     assert "setup.py" not in first.stderr and "pip and the backend" in first.stderr  # no setup.py phase
     assert "the build backend asks for setuptools-scm" in first.stderr  # as pip's isolated build would install

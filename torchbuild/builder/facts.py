@@ -69,8 +69,8 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
     notes = []
     torch_version = compat.checkout_version(checkout)  # before any env is made: a refused Python makes none
     gcc = compilers.default_gcc(ccs)
-    if not torch_version:
-        notes.append(f"no version.txt in {checkout}: not a PyTorch checkout, so the release table is not checked")
+    if not torch_version and detect(checkout).pytorch():
+        notes.append(f"no version.txt in {checkout}: PyTorch's release table is not checked")
     notes += compat.check(torch_version or "", choice.version, cuda_tag, gcc.version if gcc else None,
                           compat.python_minimum(checkout), request.force)
     if not request.dry_run and (checkout / ".git").exists():

@@ -122,7 +122,10 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
     elif opts.part == "python":
         key += "-python"
     notes = list(facts.notes)
-    changes: dict[str, str | None] = dict(toolkit_env(toolkit, base_env))
+    driver = detect(checkout)
+    pytorch = driver.pytorch()  # PyTorch's variables only where PyTorch reads them
+    changes: dict[str, str | None] = {k: v for k, v in toolkit_env(toolkit, base_env).items()
+                                      if pytorch or k != "USE_CUDA"}
     env_bin = str(env.prefix / "bin")
     path = changes.get("PATH") or base_env.get("PATH", "")
     changes["PATH"] = env_bin + (os.pathsep + path if path else "")
@@ -168,10 +171,11 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
         changes["PATH"] = f"{facts.shims}{os.pathsep}{changes['PATH']}"
     prefix_path = base_env.get("CMAKE_PREFIX_PATH")
     changes["CMAKE_PREFIX_PATH"] = str(env.prefix) + (os.pathsep + prefix_path if prefix_path else "")
-    changes["USE_NINJA"] = "1"
+    if pytorch:
+        changes["USE_NINJA"] = "1"
     if facts.generator:
         changes["CMAKE_GENERATOR"] = facts.generator
-    if not base_env.get("BUILD_TEST"):  # PyTorch's C++ tests: off unless the shell asks for them
+    if pytorch and not base_env.get("BUILD_TEST"):  # PyTorch's C++ tests: off unless the shell asks for them
         changes["BUILD_TEST"] = "0"
     changes["DEBUG"] = "1" if opts.build_type == "debug" else None
     changes["REL_WITH_DEB_INFO"] = "1" if opts.build_type == "relwithdebinfo" else None
@@ -188,7 +192,7 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
     for lang, value in (("C", c_launcher), ("CXX", c_launcher), ("CUDA", cuda_launcher if toolkit else None)):
         if value:
             changes[f"CMAKE_{lang}_COMPILER_LAUNCHER"] = value
-    if not c_launcher:  # PyTorch's CMakeLists.txt would take a ccache from PATH by itself (USE_CCACHE is ON)
+    if pytorch and not c_launcher:  # PyTorch's CMakeLists.txt takes a ccache from PATH by itself (USE_CCACHE ON)
         changes["USE_CCACHE"] = "OFF"
     cache_dir = cfg.cache_root / "ccache"
     log_dir = cfg.root / cfg.paths.logs / key
@@ -233,7 +237,6 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
     else:
         configure["python"] = str(env.python)
     inputs = {**configure, **{k: v for k, v in full.items() if k.startswith(OUTPUT_PREFIXES) or k in set_here}}
-    driver = detect(checkout)
     command = build_command(driver, env, opts.wheel, dist, opts.build_type)
     return Plan(checkout, env, toolkit, key, configure, changes, command,
                 log, stats_log, jobs_reason, tuple(notes), opts.wheel, dist if opts.wheel else None, launcher,
@@ -295,7 +298,7 @@ def describe(plan: Plan, base_env: Mapping[str, str]) -> list[str]:
     lines = [
         f"checkout:    {plan.checkout}",
         f"interpreter: {plan.env.python} (Python {plan.env.version}; {plan.env.reason})",
-        f"toolkit:     {f'CUDA {tk.full_version} at {tk.root}' if tk else 'none (CPU build, USE_CUDA=0)'}",
+        f"toolkit:     {f'CUDA {tk.full_version} at {tk.root}' if tk else 'none (a CPU build)'}",
         f"config:      {plan.key}",
         f"driver:      {plan.driver}",
         f"build tree:  {plan.checkout / 'build'} (others kept in {plan.checkout / STATE / 'trees'})",

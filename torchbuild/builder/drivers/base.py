@@ -53,6 +53,11 @@ class Driver:
         """The checkout's own step after an editable install of a CUDA build (() for none)."""
         return ()
 
+    def pytorch(self) -> bool:
+        """Whether the checkout is PyTorch's (its variables, BUILD_TEST, USE_NINJA, USE_CCACHE, USE_CUDA, are
+        set only there: another project may read a USE_CUDA of its own)."""
+        return False
+
     def forwards_cmake_variables(self) -> bool:
         """Whether the build passes the environment's CMAKE_* variables on to CMake as -D (PyTorch's does)."""
         return False

@@ -25,6 +25,9 @@ class SetuptoolsEra(Driver):
         text = setup.read_text(errors="replace")
         return (checkout / "tools" / "setup_helpers").is_dir() or "BUILD_LIBTORCH_WHL" in text
 
+    def pytorch(self) -> bool:
+        return True
+
     def forwards_cmake_variables(self) -> bool:
         return True  # tools/setup_helpers/cmake.py, at configure time
 

@@ -33,6 +33,9 @@ class ScikitBuildCore(Driver):
         """PyTorch's own files of this era: the CMake module that forwards the environment."""
         return (checkout / "cmake" / "EnvVarForwarding.cmake").is_file() or (checkout / "tools" / "metadata").is_dir()
 
+    def pytorch(self) -> bool:
+        return self.is_pytorch(self.checkout)
+
     def forwards_cmake_variables(self) -> bool:
         return self.is_pytorch(self.checkout)  # cmake/EnvVarForwarding.cmake, at every configure
 
