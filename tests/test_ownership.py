@@ -49,6 +49,7 @@ def test_a_copied_checkout_never_moves_or_deletes_the_originals_installed_files(
     # a switch in the copy, whose build then fails: the record it keeps names the original's install
     switched = build(copy, "--cuda", "none", "--debug", "--set", "CXX=/nonexistent/c++", check=False)
     assert switched.returncode != 0 and "Traceback" not in switched.output
+    assert "`inv build --cuda none --debug --set CXX=/nonexistent/c++` again" in switched.stderr  # the same build
     assert not re.search(r"its \d+ (?:file\(s\) )?(?:from|in) the env", switched.stderr)  # nothing moved there
     no_traceback(inv("clean", "--path", str(copy), "--all", check=True))
     assert files_of(site) == before  # not one of the original's installed files moved, changed or deleted

@@ -240,7 +240,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                     if importable:  # the configuration that was importable before this build comes back
                         con.info(activate_tree(checkout, importable) or "")
                     _fail(plan, tracker, found, exc.returncode, probed, time.monotonic() - start, remedies,
-                          with_jobs(quick[0], plan.changes) if quick else None, importable)
+                          with_jobs(quick[0], plan.changes) if quick else None, importable, opts.again())
             if quick and len(quick) > 1:  # CMake's install into the env, after its build: what it skipped
                 remade = profile.steps_since(logged, trees, command_start)
                 stale = channels.skipped_installs(_log_tail(plan.log), remade)
@@ -355,7 +355,7 @@ def _apply_remedies(found: list[Diagnosis], remedies: Mapping[str, str], trees: 
 
 def _fail(plan: Plan, tracker: Tracker, found: list[Diagnosis], code: int,
           probed: Future[dict[str, object]], seconds: float, remedies: Mapping[str, str],
-          command: list[str] | None = None, importable: str | None = None) -> None:
+          command: list[str] | None = None, importable: str | None = None, again: str = "inv build") -> None:
     """Show the first error and what torchbuild knows of it; raise with the next command to run, saying
     which configuration the checkout holds now (`importable`: the one before this build, back in place)."""
     con = _console.get()
@@ -365,7 +365,7 @@ def _fail(plan: Plan, tracker: Tracker, found: list[Diagnosis], code: int,
     for d in found:
         con.info(f"known failure {d.id}: {d.explain}; fix: {d.fix}")
     written = record.write(probed, plan, seconds, "failed", code, remedies, command=command)
-    fix = found[0].fix if found else "fix the error above, then run `inv build` again (it resumes)"
+    fix = found[0].fix if found else f"fix the error above, then run `{again}` again (it resumes)"
     now = f"; {importable} is back in the checkout and importable as before (its tree and files), " \
         f"{plan.key}'s tree is kept for the next try" if importable else ""
     raise TorchbuildError(f"the build of {plan.key} failed (exit {code}){now}; full log: {plan.log}",

@@ -33,6 +33,17 @@ class BuildRequest:
     part: str = "all"  # the split build: "core" (BUILD_LIBTORCH_WHL=1) or "python" (BUILD_PYTHON_ONLY=1)
     shortcut: bool = True  # build.shortcut (shortcut.py)
 
+    def again(self) -> str:
+        """The build command that builds this configuration again, with the flags that chose it."""
+        flags = [*(["--python", self.python] if self.python else []), *(["--env", self.env_name] if self.env_name
+                                                                        else []),
+                 *(["--cuda", self.cuda] if self.cuda != "auto" else []),
+                 *({"debug": ["--debug"], "relwithdebinfo": ["--rel-with-deb-info"]}.get(self.build_type, [])),
+                 *(["--arch", f'"{self.arch}"'] if self.arch else []), *(["--wheel"] if self.wheel else []),
+                 *(["--part", self.part] if self.part != "all" else []),
+                 *[f"--set {k}={v}" for k, v in self.sets]]
+        return " ".join(["inv build", *flags])
+
     @classmethod
     def resolve(cls, cfg: Config, *, debug: bool = False, rel_with_deb_info: bool = False, sets: Sequence[str] = (),
                 env_name: str | None = None, wheel: bool = False, clean: bool = False, force: bool = False,
