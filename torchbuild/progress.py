@@ -33,9 +33,15 @@ def parse_step(line: str) -> Step | None:
     return None
 
 
+OUTPUT = re.compile(r"\s-o\s*(\S+)")  # a compiler's or linker's output, in a command ninja or setuptools prints
+RAW_COMPILE = re.compile(r"(?:^|[\s/])(?:ccache\s+)?\S*(?:gcc|g\+\+|c\+\+|cc|clang\+\+|clang|nvcc)(?:-\d+)?\s.*\s-c\s")
+
+
 def target_name(what: str) -> str:
-    """The short name of what a step builds: `Building CXX object c10/CMakeFiles/c10.dir/core/a.cpp.o` -> a.cpp."""
-    m = re.search(r"(?:object|Linking \w+ \w+ (?:library|executable|module)?)\s+(\S+)", what)
+    """The short name of what a step builds: `Building CXX object c10/CMakeFiles/c10.dir/core/a.cpp.o` -> a.cpp;
+    a bare command (cpp_extension's build.ninja, setuptools' build_ext) by its `-o`, never by its last flag."""
+    m = re.search(r"(?:object|Linking \w+ \w+ (?:library|executable|module)?)\s+(\S+)", what) \
+        or re.search(r"\s-c\s+(\S+)", what) or OUTPUT.search(what)
     target = m.group(1) if m else what.split()[-1] if what.split() else what
     name = target.rsplit("/", 1)[-1]
     return name[:-2] if name.endswith(".o") else name
@@ -70,8 +76,11 @@ class Tracker:
             self.error_context.append(line)
         step = parse_step(line)
         if step is None:
+            if RAW_COMPILE.search(line) and OUTPUT.search(line):  # setuptools' build_ext compiling a unit itself
+                self.compiles += 1
+                return f"compiling {target_name(line)}"
             return None
-        if COMPILE.search(step.what):
+        if COMPILE.search(step.what) or RAW_COMPILE.search(step.what):
             self.compiles += 1
         now = time.monotonic()
         if self.first_step_at is None:
