@@ -124,6 +124,7 @@ def test_path_that_is_a_non_git_folder_is_refused(upstream, tmp_path):
 def test_dry_run_creates_nothing(upstream, tmp_path):
     done = clone(upstream, tmp_path / "co", "--dry-run", check=True)
     assert "git" in done.stderr and "clone" in done.stderr
+    assert "nothing to do" not in done.stderr and "submodules are read once it is cloned" in done.stderr
     assert not (tmp_path / "co").exists()
     assert not (Path(os.environ["XDG_CACHE_HOME"]) / "torchbuild/git").exists()
 

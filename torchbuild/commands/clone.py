@@ -53,7 +53,10 @@ def finish(report: git.Report, force_skip: bool, verb: str, dry_run: bool = Fals
     con = _console.get()
     for line in report.changed:
         con.info(f"  {line}")
-    if not report.changed and not report.skipped:
+    if dry_run and not report.checked and not report.changed:  # no checkout yet: its .gitmodules is unread
+        con.info("--dry-run: the checkout is not there yet, so its submodules are read once it is cloned; "
+                 "nothing was done")
+    elif not report.changed and not report.skipped:
         con.info(f"complete: {report.checked} submodule(s) at their recorded commits, nothing to do")
     else:
         con.info(f"{report.checked} submodule(s) checked, {len(report.changed)} to change" if dry_run else
