@@ -45,6 +45,18 @@ def nox_list(proj: Path, *sessions: str) -> list[str]:
     return [s["session"] for s in json.loads(out.stdout)]
 
 
+def test_a_project_without_cuda_gets_one_cpu_session_a_python(tmp_path):
+    from .skbuild import make_skbuild_project
+
+    up = make_skbuild_project(tmp_path / "up", units=1)
+    proj = project(tmp_path, f"source:\n  url: {up.as_uri()}\n  path: {tmp_path / 'co'}\n"
+                             'matrix:\n  pythons: ["3.10", "3.12"]\n  cudas: ["none", "13.0"]\n'
+                             f"paths:\n  cache_dir: {tmp_path / 'cache'}\n")
+    inv("clone", root=proj, check=True)
+    assert [n for n in nox_list(proj, "build") if n.startswith("build")] == ["build-3.10(cuda='none')",
+                                                                             "build-3.12(cuda='none')"]
+
+
 def test_sessions_come_from_the_config(tmp_path):
     proj = project(tmp_path, 'matrix:\n  pythons: ["3.10", "3.12"]\n  cudas: ["none", "13.0"]\n'
                              '  exclude: ["3.10:13.0"]\n  include: ["3.6:none"]\n'

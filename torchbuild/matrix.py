@@ -58,7 +58,22 @@ def combos(cfg: Config) -> list[tuple[str, str]]:
         if (py, cuda) not in pairs:
             pairs.append((py, cuda))
     excluded = {tuple(e.split(":", 1)) for e in cfg.matrix.exclude}
-    return [pair for pair in pairs if pair not in excluded]
+    pairs = [pair for pair in pairs if pair not in excluded]
+    if any(not cpu(c) for _, c in pairs) and not needs_cuda(cfg.source_path):  # one CPU session a Python will do
+        cpus = {p: c for p, c in reversed(pairs) if cpu(c)}
+        return list(dict.fromkeys((p, cpus.get(p, "none")) for p, _ in pairs))
+    return pairs
+
+
+def cpu(cuda: str) -> bool:
+    return cuda in ("none", "cpu")
+
+
+def needs_cuda(checkout: Path) -> bool:
+    """Whether the checkout's build uses CUDA (builder.facts.uses_cuda); True before it is cloned."""
+    from .builder.facts import uses_cuda
+
+    return not ((checkout / "setup.py").is_file() or (checkout / "pyproject.toml").is_file()) or uses_cuda(checkout)
 
 
 def axes(cfg: Config) -> tuple[list[str], list[str], set[tuple[str, str]]]:
