@@ -103,6 +103,8 @@ def test_main_builds_no_ops_loops_switches_and_makes_a_wheel_through_scikit_buil
     # the split build: this era's wheels are all named by [project], so it is refused up front, saying why
     split = build(co, "--part", "core", check=False)
     assert split.returncode != 0 and "cannot make the split build" in split.stderr and "Traceback" not in split.stderr
+    assert "cmake/EnvVarForwarding.cmake and tools/metadata/dependencies.py read BUILD_LIBTORCH_WHL" in split.stderr
+    assert 'name = "minitorch" is fixed' in split.stderr and "setup.py reads neither" not in split.stderr
     # and the demo's setup.py is PyTorch main's shim: what torchbuild never runs refuses to build a wheel
     shim = subprocess.run([str(env_python()), "setup.py", "bdist_wheel"], cwd=co, capture_output=True, text=True)
     assert shim.returncode != 0 and "scikit-build-core" in shim.stderr

@@ -248,7 +248,7 @@ def test_the_split_build_is_refused_up_front_where_a_project_name_overrides_setu
     today, older = (make_upstream(tmp_path / name, units=1, project_table=table).repo("pytorch")
                     for name, table in (("today", True), ("older", False)))
     assert split_refusal(older) is None
-    assert 'pyproject.toml\'s [project] name = "minitorch" overrides' in (split_refusal(today) or "")
+    assert 'pyproject.toml\'s [project] name = "minitorch" is fixed' in (split_refusal(today) or "")
     co = tmp_path / "co"
     inv("clone", "--url", today.as_uri(), "--path", str(co), check=True)
     for part in ("core", "python"):

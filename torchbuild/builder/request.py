@@ -71,22 +71,29 @@ class BuildRequest:
                    shortcut=cfg.build.shortcut)
 
 
+SPLIT_READERS = ("setup.py", "cmake/EnvVarForwarding.cmake", "tools/metadata/dependencies.py")  # both eras
+
+
 def split_refusal(checkout: Path) -> str | None:
-    """Why the checkout's own files cannot make PyTorch's split build (None: they can). setup.py must read
-    BUILD_LIBTORCH_WHL / BUILD_PYTHON_ONLY, and no `[project] name` in pyproject.toml may override the
+    """Why the checkout's own files cannot make PyTorch's split build (None: they can). Its build files must read
+    BUILD_LIBTORCH_WHL / BUILD_PYTHON_ONLY (setup.py; from 2.14 EnvVarForwarding.cmake and tools/metadata's
+    dependencies provider), and no `[project] name` in pyproject.toml may override the
     package names setup.py gives the core (PyTorch 2.8+: `name = "torch"` wins over LIBTORCH_PACKAGE_NAME,
     so the core's wheel is named torch, tagged py3-none-any though it holds libraries, and `pip install -e`
     fails in setup.py; no PyTorch CI job runs the split any more, #159990)."""
     from ..compat import pyproject
 
-    setup = checkout / "setup.py"
-    text = setup.read_text(errors="replace") if setup.is_file() else ""
-    if "BUILD_LIBTORCH_WHL" not in text or "BUILD_PYTHON_ONLY" not in text:
-        return "its setup.py reads neither BUILD_LIBTORCH_WHL nor BUILD_PYTHON_ONLY"
+    texts = {name: (checkout / name).read_text(errors="replace") for name in SPLIT_READERS
+             if (checkout / name).is_file()}
+    readers = [name for name, text in texts.items() if "BUILD_LIBTORCH_WHL" in text or "BUILD_PYTHON_ONLY" in text]
+    if not readers:
+        return "none of its build files (setup.py, cmake/EnvVarForwarding.cmake, tools/metadata) reads " \
+               "BUILD_LIBTORCH_WHL and BUILD_PYTHON_ONLY"
     project = pyproject(checkout).get("project")
     if isinstance(project, dict) and isinstance(project.get("name"), str) and "name" not in project.get("dynamic", []):
-        return (f"its pyproject.toml's [project] name = \"{project['name']}\" overrides the names setup.py gives the "
-                f"split build's wheels: BUILD_LIBTORCH_WHL=1 would make a wheel named {project['name']}, tagged "
+        return (f"{' and '.join(readers)} read BUILD_LIBTORCH_WHL / BUILD_PYTHON_ONLY, but its pyproject.toml's "
+                f"[project] name = \"{project['name']}\" is fixed and wins over the name the split gives the core "
+                f"(LIBTORCH_PACKAGE_NAME): BUILD_LIBTORCH_WHL=1 would make a wheel named {project['name']}, tagged "
                 "py3-none-any, and its editable install fails (PyTorch 2.8 and later; no PyTorch CI job runs it)")
     return None
 
