@@ -232,6 +232,12 @@ def test_a_changed_cpath_compiles_again(small_demo, tmp_path):  # noqa: F811
     (co / "version.txt").write_text((co / "version.txt").read_text().replace("a0", "a1"))
     assert "the whole way: version.txt changed since its last complete build" in build(
         co, "--cuda", "none", "--set", f"CPATH={tmp_path / 'b'}").stderr
+    # Python imported in place, but setup.py copies it into tools/shared/ at every build, as PyTorch's does
+    edit(co / "minitorch/_utils_internal.py", '"WARNING"', '"INFO"')
+    copied = build(co, "--cuda", "none", "--set", f"CPATH={tmp_path / 'b'}")
+    assert "minitorch/_utils_internal.py changed and setup.py copies it to tools/shared/_utils_internal.py" \
+        in copied.stderr
+    assert (co / "tools/shared/_utils_internal.py").read_text() == (co / "minitorch/_utils_internal.py").read_text()
 
 
 @pytest.mark.slow

@@ -249,7 +249,8 @@ def project_files(name: str, units: int = UNITS, era: str = "2.13",
         files["c10/include/c10/util/c10_pch.h"] = PCH_HEADER + scaled
         files[".gitignore"] = ("/build/\n/dist/\n*.so\n*.egg-info/\n__pycache__/\n/compile_commands.json\n"
                                "/minitorch/lib/\n/minitorch/include/\n/minitorch/share/\n/minitorch/bin/\n"
-                               "/minitorch/version.py\n/third_party/nccl/\n/third_party/eigen/\n")
+                               "/minitorch/version.py\n/third_party/nccl/\n/third_party/eigen/\n"
+                               "/tools/shared/_utils_internal.py\n")
         files[".ci/docker/ci_commit_pins/nccl.txt"] = BUILD_CLONES["nccl"][0] + "\n"
         files["third_party/eigen_pin.txt"] = BUILD_CLONES["gitlab/eigen"][0] + "\n"
     return files

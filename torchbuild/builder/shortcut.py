@@ -48,11 +48,22 @@ def ninja_inputs(explain: Iterable[str], build: Path, checkout: Path) -> set[str
     return named
 
 
+# What PyTorch's setup.py copies at every build (build_deps: "Use copies instead of symbolic files"): a change
+# to the original is stale in the copy until setup.py runs, though the original is Python imported in place
+VALGRIND = "{package}/utils/benchmark/utils/valgrind_wrapper"
+SETUP_COPIES = {"{package}/_utils_internal.py": "tools/shared/_utils_internal.py",
+                "third_party/valgrind-headers/callgrind.h": f"{VALGRIND}/callgrind.h",
+                "third_party/valgrind-headers/valgrind.h": f"{VALGRIND}/valgrind.h"}
+
+
 def refusal(changed: list[str], named: AbstractSet[str], package: str, outputs: Mapping[str, object]) -> str | None:
     """Why the shortcut would not give what the whole build gives (None: it would)."""
+    copies = {k.format(package=package): v.format(package=package) for k, v in SETUP_COPIES.items()}
     for path in changed:
         if path in outputs:
             continue  # the build's own file in the checkout (version.py, the .so files)
+        if path in copies:
+            return f"{path} changed and setup.py copies it to {copies[path]}"
         if path in named:
             continue
         if path.endswith(IN_PLACE) and path.startswith(f"{package}/"):

@@ -7,8 +7,10 @@ minitorch/lib/libtorch_python.so; version.py is written by an always-run CMake t
 wheel, BUILD_PYTHON_ONLY=1 builds the Python part against the core in LIBTORCH_LIB_PATH."""
 
 import contextlib
+import filecmp
 import itertools
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -124,6 +126,18 @@ def build_deps():
     if CMAKE_ONLY:
         print('Finished running cmake. Run "python -m pip install --no-build-isolation -v ." to build.')
         sys.exit()
+    # Use copies instead of symbolic files (as PyTorch's setup.py: Windows has very poor support for them).
+    sym_files = [CWD / "tools/shared/_utils_internal.py"]
+    orig_files = [CWD / "minitorch/_utils_internal.py"]
+    for sym_file, orig_file in zip(sym_files, orig_files):
+        same = False
+        if sym_file.exists():
+            if filecmp.cmp(str(sym_file), str(orig_file)):
+                same = True
+            else:
+                sym_file.unlink()
+        if not same:
+            shutil.copyfile(str(orig_file), str(sym_file))
 
 
 class build_ext(setuptools.command.build_ext.build_ext):
