@@ -92,8 +92,13 @@ def test_hostile_or_damaged_records_are_never_trusted(small_demo, tmp_path):  # 
     profile = inv("build", "--path", str(co), "--profile", check=False)
     assert profile.returncode != 0 and "is damaged" in profile.stderr
     no_traceback(profile)
+    mine = co / "build" / "cp312-mine"  # the user's own `pip install -e .` into a project's default build-dir
+    mine.mkdir()
+    (mine / "CMakeCache.txt").write_text(f"CMAKE_HOME_DIRECTORY:INTERNAL={co.resolve()}\n")
     cleaned = inv("clean", "--path", str(co), "--all", check=True)
     no_traceback(cleaned)
+    assert (mine / "CMakeCache.txt").is_file() and f"kept {mine}: torchbuild did not make it" in cleaned.stderr
+    assert sorted(p.name for p in (co / "build").iterdir()) == ["cp312-mine"]  # the rest of its tree is gone
     assert (victim / "keep.txt").read_text() == "mine" and outside.read_text() == "mine"
     assert outside.stat().st_mtime_ns == st.st_mtime_ns
     foreign = sorted(p.name for p in trees.iterdir())

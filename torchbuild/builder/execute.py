@@ -39,8 +39,8 @@ from .ownership.changes import (
 )
 from .ownership.records import (
     configure_changes,
+    configured_trees,
     kept_wheel,
-    outside_trees,
     read_marker,
     recorded_outputs,
     write_marker,
@@ -111,8 +111,8 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         marker = read_marker(build) if build.exists() else None
         remedies: dict[str, str] = dict(marker.get("remedies") or {}) if marker else {}  # type: ignore[call-overload]
         plan = with_remedies(plan, remedies)
-        files, outside = recorded_outputs(marker), outside_trees(marker)
-        trees = cmaketrees.found(checkout, build, outside)
+        files, configured = recorded_outputs(marker), configured_trees(marker)
+        trees = cmaketrees.found(checkout, build, configured)
         changed = configure_changes(marker.get("configure") if marker else None, plan.configure)  # type: ignore[arg-type]
         changed += cmaketrees.moved(trees, checkout)
         fresh = merged_env(base_env, plan.changes).get("CMAKE_FRESH", "").lower() in TRUE  # from any source
@@ -174,7 +174,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         elif edited:
             con.info(f"the whole way: {edited}")
         build.mkdir(exist_ok=True)  # the tree is this configuration's from now on, even if interrupted
-        write_marker(build, plan.key, plan.configure, None, remedies, files=files, trees=outside)
+        write_marker(build, plan.key, plan.configure, None, remedies, files=files, trees=configured)
         if plan.changes.get("BUILD_PYTHON_ONLY") == "1":
             con.info(f"the Python part links against the core: {place_core(plan)} of its libraries in "
                      f"{checkout / plan.package / 'lib'} (LIBTORCH_LIB_PATH)")
@@ -230,13 +230,13 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                         plan = with_remedies(plan, remedies)
                         parts = stamp_parts(plan)  # the remedy is part of this tree's inputs from now on
                         stamp = digest(parts)
-                        write_marker(build, plan.key, plan.configure, None, remedies, files=files, trees=outside)
+                        write_marker(build, plan.key, plan.configure, None, remedies, files=files, trees=configured)
                         continue
                     # what the failed build made in the checkout is this tree's too (a switch moves it out)
                     log.flush()
-                    failed_files, outside = channels.claimed(checkout, build, plan.log, files, outside,
+                    failed_files, configured = channels.claimed(checkout, build, plan.log, files, configured,
                                                              plan.changes.get("PATH"))
-                    write_marker(build, plan.key, plan.configure, None, remedies, files=failed_files, trees=outside)
+                    write_marker(build, plan.key, plan.configure, None, remedies, files=failed_files, trees=configured)
                     if importable:  # the configuration that was importable before this build comes back
                         con.info(activate_tree(checkout, importable) or "")
                     _fail(plan, tracker, found, exc.returncode, probed, time.monotonic() - start, remedies,
@@ -258,19 +258,19 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                      f"the build went on without it (CMake's warning, where it gave one, is in {plan.log})")
         finished(checkout)
         made = newest_wheel(plan.dist, wheels_before) if plan.dist else None
-        owned, outside = channels.claimed(checkout, build, plan.log, files, outside, plan.changes.get("PATH"))
+        owned, configured = channels.claimed(checkout, build, plan.log, files, configured, plan.changes.get("PATH"))
         files = dict(owned)
-        raced = edited_meanwhile(checkout, tree, files, cmaketrees.found(checkout, build, outside))
+        raced = edited_meanwhile(checkout, tree, files, cmaketrees.found(checkout, build, configured))
         write_marker(build, plan.key, plan.configure, None if raced or (plan.wheel and not made) else stamp,
                      remedies, made, files, tree, env_files(plan) if plan.outputs_in_env else None, plan.env.prefix,
-                     outside, parts, source_folders(checkout, cmaketrees.found(checkout, build, outside)))
+                     configured, parts, source_folders(checkout, cmaketrees.found(checkout, build, configured)))
         if plan.stats_log.exists():
             result.hits, result.misses, result.remote_hits = parse_stats_log(plan.stats_log.read_text())
         elif sccache:
             stats = run([sccache, "--stop-server"], env=plan.changes, base_env=base_env, capture=True, echo=False,
                         check=False).stdout
             result.hits, result.misses = parse_sccache_stats(stats)
-        steps = profile.steps_since(logged, cmaketrees.found(checkout, build, outside), command_start)
+        steps = profile.steps_since(logged, cmaketrees.found(checkout, build, configured), command_start)
         remember(build, steps)
         pools.remember(build, watch.peak.per_unit)
         spans = profile.phases(timeline, command_start, command_end, time.time(),

@@ -3,7 +3,9 @@
 A configuration (Python × CUDA × build type, its key) is its whole state:
 
 - its build tree: build/ while it holds the checkout, `.torchbuild/trees/<key>` while it waits (trees.py);
-- its CMake trees outside build/ (onnx's `.setuptools-cmake-build/`), and each tree's configure (cmaketrees.py);
+- the CMake trees its builds configured, in build/ and outside it (onnx's `.setuptools-cmake-build/`), as
+  CMake's log says; a tree of the project that none of them configured (the user's own `pip install -e .`
+  into `build/{wheel_tag}`) is never removed (cmaketrees.py, trees.py);
 - its files in the checkout and in the env, and nothing else. A file is the configuration's only when its
   build made it through a channel that says so (channels.py): a CMake install manifest or a ninja output of
   one of its trees, setuptools' "copying X -> Y" into the source tree, a CMake tree its log says it

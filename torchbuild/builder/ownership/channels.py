@@ -20,7 +20,7 @@ from ...run import run
 from ..profile import Step
 from ..slots import source_files
 from .cmaketrees import CACHE, found, tree_ninja
-from .records import Stats, safe_name, stat_of
+from .records import Stats, safe_name, stat_of, tree_name
 
 WRITTEN_TO = re.compile(r"(?m)^\s*-- Build files have been written to: (.+?)\s*$")  # CMake's configure
 
@@ -32,14 +32,14 @@ EXTENSION = re.compile(r"\.(?:so|pyd|dylib)$")
 
 
 def cmake_trees(checkout: Path, log_text: str) -> list[str]:
-    """The CMake trees inside the checkout that the build's log says it configured, outside build/."""
+    """The CMake trees inside the checkout that the build's log says it configured (build/'s included)."""
     root = checkout.resolve()
     found = []
     for written in WRITTEN_TO.findall(log_text):
         path = Path(os.path.normpath(written))
         with contextlib.suppress(ValueError):
             rel = path.relative_to(root).as_posix()
-            if safe_name(rel) and rel not in found:
+            if tree_name(rel) and rel not in found:
                 found.append(rel)
     return found
 
@@ -112,14 +112,15 @@ def tracked(checkout: Path, names: Iterable[str]) -> set[str]:
 
 def claimed(checkout: Path, build: Path, log: Path, previous: Mapping[str, object], previous_trees: Iterable[str],
             path: str | None = None) -> tuple[Stats, list[str]]:
-    """The configuration's files in the checkout after its build, and its CMake trees outside build/: what
+    """The configuration's files in the checkout after its build, and the CMake trees its builds configured
+    (in build/ and outside it, as CMake's log says): what
     the channels name (see the module's doc) in its trees and its log, with the files recorded before
     that are still as they were. A file of the user's, tracked or merely written meanwhile, is never
     among them (one behind a link, torch/lib linked to another disk, is: checked, never moved)."""
     log_text = log.read_text(errors="replace") if log.is_file() else ""
-    outside = [t for t in [*previous_trees, *cmake_trees(checkout, log_text)]
-               if not (checkout / t).resolve().is_relative_to(build.resolve()) and (checkout / t / CACHE).is_file()]
-    outside = list(dict.fromkeys(outside))
+    configured = list(dict.fromkeys(t for t in [*previous_trees, *cmake_trees(checkout, log_text)]
+                                    if (checkout / t / CACHE).is_file()))
+    outside = [t for t in configured if not (checkout / t).resolve().is_relative_to(build.resolve())]
     trees = found(checkout, build, outside)
     ninja = next(filter(None, map(tree_ninja, trees)), None) or shutil.which("ninja", path=path)
     names: set[str] = copied(checkout, log_text)
@@ -131,7 +132,7 @@ def claimed(checkout: Path, build: Path, log: Path, previous: Mapping[str, objec
     names = {n for n in names if safe_name(n)}
     names -= tracked(checkout, names) | synced(checkout)
     stats = {n: st for n in sorted(names) if (st := stat_of(checkout / n)) is not None}
-    return stats, outside
+    return stats, configured
 
 
 def synced(checkout: Path) -> set[str]:

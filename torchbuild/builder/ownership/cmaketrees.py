@@ -53,10 +53,15 @@ def found(checkout: Path, build: Path, outside: Iterable[str]) -> list[Path]:
     part of it), else those inside it, then those elsewhere in the checkout its builds configured (the
     marker's `trees`, from CMake's own words in the build's log)."""
     trees = [build] if (build / CACHE).is_file() else _inside(build, NESTED_DEPTH)
-    for tree in sorted({checkout / name for name in outside}):
+    for tree in sorted({checkout / name for name in outside if not (checkout / name).is_relative_to(build)}):
         if (tree / CACHE).is_file() and not any(tree.is_relative_to(t) for t in trees):
             trees.append(tree)
     return trees
+
+
+def inside(folder: Path) -> list[Path]:
+    """The CMake trees under `folder` (not itself), none inside another."""
+    return _inside(folder, NESTED_DEPTH)
 
 
 def _inside(folder: Path, depth: int) -> list[Path]:

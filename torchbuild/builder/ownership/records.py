@@ -2,7 +2,7 @@
 
 It holds the configuration's key, its configure environment (a secret's value as a digest), the inputs of
 its last complete build, its remedies, the wheel it made, its files in the checkout and in the env (by
-path relative to the checkout, or to the env named beside them), its CMake trees outside build/, and the
+path relative to the checkout, or to the env named beside them), the CMake trees its builds configured, and the
 working tree as its last complete build began. A record that cannot be trusted (a key that is no
 configuration name, a path that leaves what it describes, a wrong type) is no record: its tree is not
 torchbuild's, moved aside untouched and never removed.
@@ -40,6 +40,15 @@ def safe_name(name: object) -> bool:
         return False
     path = PurePosixPath(name)
     return not path.is_absolute() and ".." not in path.parts and str(path) == name and path.parts[0] not in OWN
+
+
+def tree_name(name: object) -> bool:
+    """A CMake tree's path as a record may hold it: relative to the checkout, normal, inside (build/ included)."""
+    if not isinstance(name, str) or not name or "\\" in name or "\0" in name:
+        return False
+    path = PurePosixPath(name)
+    return not path.is_absolute() and ".." not in path.parts and str(path) == name and path.parts[0] not in (
+        ".git", ".torchbuild")
 
 
 def valid_stats(files: object) -> bool:
@@ -80,7 +89,7 @@ def valid_marker(data: object) -> dict[str, object] | None:
             or not isinstance(data.get("remedies") or {}, dict):
         return None
     trees = data.get("trees") or []
-    if not isinstance(trees, list) or not all(safe_name(t) for t in trees):
+    if not isinstance(trees, list) or not all(tree_name(t) for t in trees):
         return None
     env, prefix = data.get("env_files"), data.get("env_prefix")
     if env is not None and not (isinstance(prefix, str) and os.path.isabs(prefix) and valid_stats(env)):
@@ -101,10 +110,10 @@ def write_marker(build: Path, key: str, configure: Mapping[str, str], done: str 
     its last complete inputs, the remedies (known-failure fixes) applied to it, which its later builds
     keep, the wheel it made, its files in the checkout (channels.py), the working tree's changed files
     as the last complete build began (shortcut.py), the files its editable install put into the env
-    (scikit-build-core: the compiled outputs live there), relative to that env, and its CMake trees
-    outside build/, what its stamp was made of (`inputs`: the terminal says which changed), and the source
-    names in each folder it compiles from (`folders`: a glob may read a new one). Written to a
-    temporary file first: a marker is whole or absent."""
+    (scikit-build-core: the compiled outputs live there), relative to that env, the CMake trees its builds
+    configured (CMake's log names them), what its stamp was made of (`inputs`: the terminal says which
+    changed), and the source names in each folder it compiles from (`folders`: a glob may read a new one).
+    Written to a temporary file first: a marker is whole or absent."""
     data = {"key": key, "configure": kept_values(configure), "done": done, "remedies": dict(remedies or {}),
             "wheel": wheel_id(wheel) if wheel else None, "outputs": dict(files or {}),
             "worktree": dict(worktree) if worktree is not None else None,
@@ -140,8 +149,9 @@ def env_prefix(marker: Mapping[str, object] | None) -> Path | None:
     return Path(prefix) if isinstance(prefix, str) else None
 
 
-def outside_trees(marker: Mapping[str, object] | None) -> list[str]:
-    """The configuration's CMake trees in the checkout outside build/, as its marker records them."""
+def configured_trees(marker: Mapping[str, object] | None) -> list[str]:
+    """The CMake trees the configuration's builds configured (in build/ and outside it), as its marker
+    records them (CMake's "Build files have been written to" in their logs)."""
     trees = marker.get("trees") if marker else None
     return [str(t) for t in trees] if isinstance(trees, list) else []
 

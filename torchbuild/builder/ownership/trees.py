@@ -13,11 +13,12 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Mapping, Sequence
 
 from ...errors import TorchbuildError
 from ...locks import STATE, checkout_lock
-from . import moves
-from .records import FOREIGN, KEY_RE, env_prefix, env_recorded, read_marker, recorded_outputs
+from . import cmaketrees, moves
+from .records import FOREIGN, KEY_RE, configured_trees, env_prefix, env_recorded, read_marker, recorded_outputs
 
 
 def trees_dir(checkout: Path) -> Path:
@@ -95,17 +96,30 @@ def tree_size(path: Path) -> int:
     return total
 
 
-def remove_tree_folder(tree: Path) -> None:
-    """Delete a tree torchbuild made; through a link (build/ put on another disk), what is in the folder
-    it points to, which stays, with the link."""
-    if tree.is_symlink():
-        for entry in list(tree.resolve().iterdir()):
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
-    else:
+def remove_tree_folder(tree: Path, keep: Sequence[Path] = ()) -> None:
+    """Delete a tree torchbuild made, but the trees in `keep` inside it; through a link (build/ put on another
+    disk), what is in the folder it points to, which stays, with the link."""
+    if not keep and not tree.is_symlink():
         shutil.rmtree(tree)
+        return
+    for entry in list(tree.resolve().iterdir() if tree.is_symlink() else tree.iterdir()):
+        inside = tree / entry.name
+        if any(inside == k for k in keep):
+            continue
+        if any(k.is_relative_to(inside) for k in keep):
+            remove_tree_folder(inside, keep)
+        elif entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def not_ours(tree: Path, marker: Mapping[str, object], checkout: Path) -> list[Path]:
+    """CMake trees of this project inside a configuration's tree that none of its builds configured (the user's
+    own `pip install -e .` into a project's default build-dir, `build/{wheel_tag}`): never removed."""
+    ours = set(configured_trees(marker))
+    return [t for t in cmaketrees.inside(tree) if cmaketrees.configured_for(t) == checkout.resolve()
+            and f"build/{t.relative_to(tree).as_posix()}" not in ours]
 
 
 def clean(checkout: Path, all_trees: bool = False, key: str | None = None, dry_run: bool = False,
@@ -133,10 +147,12 @@ def clean(checkout: Path, all_trees: bool = False, key: str | None = None, dry_r
                 continue
             size = tree_size(tree)
             files = sorted(recorded_outputs(marker)) if tree == build else []  # the checkout holds them now
+            users = not_ours(tree, marker, checkout)
+            kept += users
             if not dry_run:
                 files = moves.remove(checkout, recorded_outputs(marker)) if tree == build else []
-                remove_tree_folder(tree)
-            removed.append((f"{name} ({tree})", size, files))
+                remove_tree_folder(tree, users)
+            removed.append((f"{name} ({tree})", size - sum(tree_size(u) for u in users), files))
     if key and not removed and not missing_ok:
         known = sorted(str(m["key"]) for tree in trees if (m := read_marker(tree)))
         raise TorchbuildError(f"no build tree for configuration '{key}'", f"known: {', '.join(known) or 'none'}")
