@@ -87,7 +87,7 @@ def test_cpu_build_import_noop_and_incremental(demo):
     assert "up to date: ninja has no work" in noop.stderr and "nothing was run" in noop.stderr
     assert len(list(Path(os.environ["TORCHBUILD_PATHS_LOGS"]).rglob("*.log"))) == logs  # the command did not run
     rerun = build(demo, "--cuda", "none", "--rerun")
-    assert "0 compile step(s)" in rerun.stderr and compiled(last_log(demo)) == []
+    assert "1 compile step(s)" in rerun.stderr and compiled(last_log(demo)) == []  # build_ext's stub.c only
     (demo / "setup.py").touch()  # an input ninja does not know about: the command runs
     assert "up to date" not in build(demo, "--cuda", "none").stderr
     (demo / "c10/core/unit_05.cpp").touch()

@@ -39,25 +39,6 @@ def no_traceback(*done) -> None:
 
 
 @pytest.mark.slow
-def test_a_copied_checkout_never_moves_or_deletes_the_originals_installed_files(main_demo, tmp_path):  # noqa: F811
-    original = main_demo
-    build(original, "--cuda", "none")
-    site = env_python().parent.parent  # the one env both checkouts build into
-    before, binary = files_of(site), imported(original)["binary"]
-    copy = tmp_path / "copy"
-    subprocess.run(["cp", "-a", str(original), str(copy)], check=True)
-    # a switch in the copy, whose build then fails: the record it keeps names the original's install
-    switched = build(copy, "--cuda", "none", "--debug", "--set", "CXX=/nonexistent/c++", check=False)
-    assert switched.returncode != 0 and "Traceback" not in switched.output
-    assert "`inv build --cuda none --debug --set CXX=/nonexistent/c++` again" in switched.stderr  # the same build
-    assert not re.search(r"its \d+ (?:file\(s\) )?(?:from|in) the env", switched.stderr)  # nothing moved there
-    no_traceback(inv("clean", "--path", str(copy), "--all", check=True))
-    assert files_of(site) == before  # not one of the original's installed files moved, changed or deleted
-    assert imported(original)["binary"] == binary
-    assert UP_TO_DATE in build(original, "--cuda", "none").stderr
-
-
-@pytest.mark.slow
 def test_hostile_or_damaged_records_are_never_trusted(small_demo, tmp_path):  # noqa: F811
     co, trees = small_demo, small_demo / ".torchbuild" / "trees"
     build(co, "--cuda", "none")
@@ -107,33 +88,6 @@ def test_hostile_or_damaged_records_are_never_trusted(small_demo, tmp_path):  # 
 
 
 @pytest.mark.slow
-def test_files_written_while_a_build_runs_stay_the_users(small_demo):  # noqa: F811
-    co = small_demo
-    with open(co / ".git" / "info" / "exclude", "a") as exclude:
-        exclude.write("/notes/\n/mybuild/\n/.venv/\n")
-    proc = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), "build", "--path", str(co),
-                             "--cuda", "none"], stderr=subprocess.PIPE, text=True, stdout=subprocess.DEVNULL)
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if "; log: " in line:  # the build's command is starting
-            break
-    mine = {"notes/todo.txt": "call the team\n", ".venv/lib/site.py": "# a venv of the user's\n",
-            "mybuild/CMakeCache.txt": f"CMAKE_HOME_DIRECTORY:INTERNAL={co}\n"}
-    for name, text in mine.items():
-        (co / name).parent.mkdir(parents=True, exist_ok=True)
-        (co / name).write_text(text)
-    rest = proc.stderr.read()
-    assert proc.wait() == 0, rest
-    record = json.loads((co / "build" / ".torchbuild.json").read_text())
-    assert not set(record["outputs"]) & set(mine) and record["outputs"]
-    build(co, "--cuda", "none", "--debug")  # a switch moves the configuration's files, not these
-    build(co, "--cuda", "none", "--debug", "--set", "CMAKE_FRESH=1")  # a fresh configure: not the user's tree
-    cleaned = inv("clean", "--path", str(co), "--all", check=True)
-    assert {name: (co / name).read_text() for name in mine} == mine
-    assert "notes" not in cleaned.stderr and "mybuild" not in cleaned.stderr
-
-
-@pytest.mark.slow
 def test_a_source_saved_while_it_compiles_is_compiled_again(small_demo, tmp_path):  # noqa: F811
     co = small_demo
     build(co, "--cuda", "none")
@@ -164,44 +118,6 @@ exit $rc
 
 
 @pytest.mark.slow
-def test_a_new_source_in_a_submodule_git_status_ignores_is_built_and_a_misspelt_option_is_named(main_demo):  # noqa: F811
-    co = main_demo
-    first = build(co, "--cuda", "none", "--set", "USE_CUDAA=1")  # every USE_* reaches CMake's cache here
-    assert "CMake did not use USE_CUDAA" in first.stderr  # no CMake code of the checkout reads it
-    git(co, "config", "submodule.third_party/fbgemm.ignore", "dirty")  # as PyTorch marks several
-    (co / "third_party/fbgemm/src/extra.cpp").write_text("int fbgemm_extra() { return 42; }\n")
-    assert git(co, "status", "--porcelain") == ""  # git says nothing changed
-    done = build(co, "--cuda", "none", "--set", "USE_CUDAA=1")
-    assert UP_TO_DATE not in done.stderr
-    assert any("extra.cpp" in unit for unit in compiled(last_log(co)))
-    with open(co / ".git" / "info" / "exclude", "a") as exclude:  # a source git is told to ignore
-        exclude.write("/c10/core/unit_mine.cpp\n")
-    (co / "c10/core/unit_mine.cpp").write_text("int unit_mine() { return 7; }\n")  # the c10 glob reads it
-    assert git(co, "status", "--porcelain") == ""
-    mine = build(co, "--cuda", "none", "--set", "USE_CUDAA=1")
-    assert "the whole way: a source file was added to or removed from c10/core" in mine.stderr
-    assert any("unit_mine.cpp" in unit for unit in compiled(last_log(co)))
-
-
-@pytest.mark.slow
-def test_a_lib_folder_linked_to_another_disk_is_never_served_as_another_configurations(small_demo, tmp_path):  # noqa: F811
-    co = small_demo
-    elsewhere = tmp_path / "disk2" / "lib"
-    elsewhere.mkdir(parents=True)
-    (co / "minitorch" / "lib").symlink_to(elsewhere)
-    with open(co / ".git" / "info" / "exclude", "a") as exclude:  # the link is ignored as the folder was
-        exclude.write("/minitorch/lib\n")
-    build(co, "--cuda", "none")
-    release = (elsewhere / "libc10.so").read_bytes()
-    build(co, "--cuda", "none", "--debug")
-    assert (elsewhere / "libc10.so").read_bytes() != release  # the debug build wrote through the link
-    back = build(co, "--cuda", "none")
-    assert UP_TO_DATE not in back.stderr
-    assert (elsewhere / "libc10.so").read_bytes() == release  # the release library, installed again
-    assert (co / "minitorch" / "lib").is_symlink()
-
-
-@pytest.mark.slow
 def test_kept_trees_on_another_file_system_and_a_linked_build_folder(small_demo, tmp_path):  # noqa: F811
     co = small_demo
     with tmpfs(co / ".torchbuild" / "trees", "size=256m"):
@@ -210,6 +126,13 @@ def test_kept_trees_on_another_file_system_and_a_linked_build_folder(small_demo,
         back = build(co, "--cuda", "none")
         no_traceback(back)
         assert f"restored the {PY}-cpu-release tree" in back.stderr and UP_TO_DATE in back.stderr
+        inv("clean", "--path", str(co), "--all", check=True)
+    with tmpfs(co / ".torchbuild" / "trees", "size=64k"):  # a full disk while the switch moves build/ there
+        build(co, "--cuda", "none")
+        full = build(co, "--cuda", "none", "--debug", check=False)
+        assert full.returncode != 0 and "Traceback" not in full.output
+        assert "No space left on device; nothing was changed" in full.stderr
+        assert UP_TO_DATE in build(co, "--cuda", "none").stderr  # the release configuration, whole, in place
         inv("clean", "--path", str(co), "--all", check=True)
     disk2 = tmp_path / "disk2-build"
     disk2.mkdir()
@@ -246,8 +169,44 @@ def test_a_changed_cpath_compiles_again(small_demo, tmp_path):  # noqa: F811
 
 
 @pytest.mark.slow
-def test_a_library_remade_within_a_second_of_its_stripped_install_is_installed_again(main_demo, tmp_path):  # noqa: F811
-    co = main_demo
+def test_files_written_during_a_build_and_a_linked_lib_folder_stay_the_users(small_demo, tmp_path):  # noqa: F811
+    co = small_demo
+    elsewhere = tmp_path / "disk2" / "lib"  # the package's lib/ linked to another disk
+    elsewhere.mkdir(parents=True)
+    (co / "minitorch" / "lib").symlink_to(elsewhere)
+    with open(co / ".git" / "info" / "exclude", "a") as exclude:  # the link is ignored as the folder was
+        exclude.write("/notes/\n/mybuild/\n/.venv/\n/minitorch/lib\n")
+    proc = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), "build", "--path", str(co),
+                             "--cuda", "none"], stderr=subprocess.PIPE, text=True, stdout=subprocess.DEVNULL)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "; log: " in line:  # the build's command is starting
+            break
+    mine = {"notes/todo.txt": "call the team\n", ".venv/lib/site.py": "# a venv of the user's\n",
+            "mybuild/CMakeCache.txt": f"CMAKE_HOME_DIRECTORY:INTERNAL={co}\n"}
+    for name, text in mine.items():
+        (co / name).parent.mkdir(parents=True, exist_ok=True)
+        (co / name).write_text(text)
+    rest = proc.stderr.read()
+    assert proc.wait() == 0, rest
+    record = json.loads((co / "build" / ".torchbuild.json").read_text())
+    assert not set(record["outputs"]) & set(mine) and record["outputs"]
+    release = (elsewhere / "libc10.so").read_bytes()
+    build(co, "--cuda", "none", "--debug")  # a switch moves the configuration's files, not these
+    assert (elsewhere / "libc10.so").read_bytes() != release  # the debug build wrote through the link
+    back = build(co, "--cuda", "none")
+    assert UP_TO_DATE not in back.stderr  # the linked files are checked though never moved
+    assert (elsewhere / "libc10.so").read_bytes() == release and (co / "minitorch" / "lib").is_symlink()
+    build(co, "--cuda", "none", "--set", "CMAKE_FRESH=1")  # a fresh configure: not the user's tree
+    cleaned = inv("clean", "--path", str(co), "--all", check=True)
+    assert {name: (co / name).read_text() for name in mine} == mine
+    assert "notes" not in cleaned.stderr and "mybuild" not in cleaned.stderr
+
+
+@pytest.mark.slow
+def test_main_era_a_copy_a_stripped_install_a_dirty_submodule_and_an_ignored_source(main_demo, tmp_path):  # noqa: F811
+    """One main-era checkout (scikit-build-core: the compiled outputs in the env) through four findings."""
+    original = main_demo
     installed = env_python().parent.parent / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / \
         "site-packages" / "minitorch" / "lib" / "libc10.so"
     wrapper = tmp_path / "c++"  # links libc10.so, then gives it the installed copy's time, to the nanosecond
@@ -258,10 +217,46 @@ case "$out" in *libc10.so) [ -e {installed} ] && touch -r {installed} "$out" ;; 
 exit $rc
 """)
     wrapper.chmod(0o755)
-    build(co, "--cuda", "none", "--set", f"CXX={wrapper}")
-    before = imported(co)["checksum"]
+    flags = ("--cuda", "none", "--set", f"CXX={wrapper}", "--set", "USE_CUDAA=1")
+    first = build(original, *flags)
+    assert "CMake did not use USE_CUDAA" in first.stderr  # every USE_* reaches CMake's cache; no code reads it
+
+    # a copy (cp -a) switching configuration, its build then failing: the original's install is untouched
+    site = env_python().parent.parent  # the one env both checkouts build into
+    before, binary = files_of(site), imported(original)["binary"]
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-a", str(original), str(copy)], check=True)
+    switched = build(copy, "--cuda", "none", "--debug", "--set", "CXX=/nonexistent/c++", check=False)
+    assert switched.returncode != 0 and "Traceback" not in switched.output
+    assert "`inv build --cuda none --debug --set CXX=/nonexistent/c++` again" in switched.stderr  # the same build
+    assert not re.search(r"its \d+ (?:file\(s\) )?(?:from|in) the env", switched.stderr)  # nothing moved there
+    no_traceback(inv("clean", "--path", str(copy), "--all", check=True))
+    assert files_of(site) == before  # not one of the original's installed files moved, changed or deleted
+    assert imported(original)["binary"] == binary
+    assert UP_TO_DATE in build(original, *flags).stderr
+
+    # the loop's `cmake --install --strip` calling a library remade within its second "Up-to-date"
+    co = original
+    checksum = imported(co)["checksum"]
     edit(co / "c10/core/unit_01.cpp", "(n / 2)", "(n / 3)")
-    loop = build(co, "--cuda", "none", "--set", f"CXX={wrapper}")
+    loop = build(co, *flags)
     assert "only files ninja builds from changed" in loop.stderr  # the loop: cmake --build, cmake --install --strip
-    assert imported(co)["checksum"] != before  # the new library, not the one the install called up to date
+    assert imported(co)["checksum"] != checksum  # the new library, not the one the install called up to date
     assert "installed again" in loop.stderr
+
+    # a new source in a submodule git status is told to ignore, which a glob reads
+    git(co, "config", "submodule.third_party/fbgemm.ignore", "dirty")  # as PyTorch marks several
+    (co / "third_party/fbgemm/src/extra.cpp").write_text("int fbgemm_extra() { return 42; }\n")
+    assert "fbgemm" not in git(co, "status", "--porcelain")  # git says nothing changed there
+    done = build(co, *flags)
+    assert UP_TO_DATE not in done.stderr
+    assert any("extra.cpp" in unit for unit in compiled(last_log(co)))
+
+    # a new source git ignores, in a folder the c10 glob reads
+    with open(co / ".git" / "info" / "exclude", "a") as exclude:
+        exclude.write("/c10/core/unit_mine.cpp\n")
+    (co / "c10/core/unit_mine.cpp").write_text("int unit_mine() { return 7; }\n")
+    assert "unit_mine" not in git(co, "status", "--porcelain")
+    mine = build(co, *flags)
+    assert "the whole way: a source file was added to or removed from c10/core" in mine.stderr
+    assert any("unit_mine.cpp" in unit for unit in compiled(last_log(co)))

@@ -23,6 +23,7 @@ from . import console as _console
 from . import wheels
 from .builder import BuildRequest, Outcome, build, report
 from .builder.execute import BuildResult
+from .builder.facts import needs_cuda
 from .builder.ownership.changes import worktree_state
 from .builder.ownership.records import read_marker
 from .builder.ownership.trees import activate_tree, build_lock
@@ -39,6 +40,9 @@ from .summary import SUMMARY, SessionRecord, write_summary
 CORE = "core"  # in place of a Python in the core's fingerprint
 CORE_STAMP = "core.json"  # the core's wheel and fingerprint, beside the wheel
 INSTALL_STAMP = ".torchbuild-installed"
+
+
+CPU = ("none", "cpu")
 
 
 def session_name(python: str, cuda: str) -> str:
@@ -59,21 +63,10 @@ def combos(cfg: Config) -> list[tuple[str, str]]:
             pairs.append((py, cuda))
     excluded = {tuple(e.split(":", 1)) for e in cfg.matrix.exclude}
     pairs = [pair for pair in pairs if pair not in excluded]
-    if any(not cpu(c) for _, c in pairs) and not needs_cuda(cfg.source_path):  # one CPU session a Python will do
-        cpus = {p: c for p, c in reversed(pairs) if cpu(c)}
+    if any(c not in CPU for _, c in pairs) and not needs_cuda(cfg.source_path):  # one CPU session a Python will do
+        cpus = {p: c for p, c in reversed(pairs) if c in CPU}
         return list(dict.fromkeys((p, cpus.get(p, "none")) for p, _ in pairs))
     return pairs
-
-
-def cpu(cuda: str) -> bool:
-    return cuda in ("none", "cpu")
-
-
-def needs_cuda(checkout: Path) -> bool:
-    """Whether the checkout's build uses CUDA (builder.facts.uses_cuda); True before it is cloned."""
-    from .builder.facts import uses_cuda
-
-    return not ((checkout / "setup.py").is_file() or (checkout / "pyproject.toml").is_file()) or uses_cuda(checkout)
 
 
 def axes(cfg: Config) -> tuple[list[str], list[str], set[tuple[str, str]]]:

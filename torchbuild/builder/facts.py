@@ -238,3 +238,8 @@ def uses_cuda(checkout: Path) -> bool:
                     if CUDA_USE.search(Path(folder, name).read_text(errors="replace")):
                         return True
     return False
+
+
+def needs_cuda(checkout: Path) -> bool:
+    """Whether the checkout's build uses CUDA (`uses_cuda`); True before it is cloned (nothing to read yet)."""
+    return not ((checkout / "setup.py").is_file() or (checkout / "pyproject.toml").is_file()) or uses_cuda(checkout)

@@ -91,7 +91,8 @@ def split_refusal(checkout: Path) -> str | None:
                "BUILD_LIBTORCH_WHL and BUILD_PYTHON_ONLY"
     project = pyproject(checkout).get("project")
     if isinstance(project, dict) and isinstance(project.get("name"), str) and "name" not in project.get("dynamic", []):
-        return (f"{' and '.join(readers)} read BUILD_LIBTORCH_WHL / BUILD_PYTHON_ONLY, but its pyproject.toml's "
+        return (f"{' and '.join(readers)} read{'s' if len(readers) == 1 else ''} BUILD_LIBTORCH_WHL / "
+                f"BUILD_PYTHON_ONLY, but its pyproject.toml's "
                 f"[project] name = \"{project['name']}\" is fixed and wins over the name the split gives the core "
                 f"(LIBTORCH_PACKAGE_NAME): BUILD_LIBTORCH_WHL=1 would make a wheel named {project['name']}, tagged "
                 "py3-none-any, and its editable install fails (PyTorch 2.8 and later; no PyTorch CI job runs it)")

@@ -106,7 +106,7 @@ def whole_way(checkout: Path, build: Path, package: str, marker: Mapping[str, ob
     else:
         prefix = cache_entry(build, "CMAKE_INSTALL_PREFIX")
         if prefix is None or Path(prefix).resolve() != (checkout / package).resolve():
-            return f"CMake does not install into {checkout / package} (PyTorch's CMAKE_INSTALL_PREFIX)"
+            return f"CMake does not install into {checkout / package}, the package folder (CMAKE_INSTALL_PREFIX)"
     return off_graph(marker, now, package, outputs, ninja_inputs(explained, build, checkout))
 
 

@@ -54,13 +54,15 @@ class Moves:
             shutil.move(str(src), str(dest))  # a rename, or a copy keeping the mtime across file systems
         except OSError as exc:
             with contextlib.suppress(OSError):
-                if dest.exists() and src.exists():
+                if dest.is_dir() and not dest.is_symlink() and src.exists():  # half a tree copied: never kept
+                    shutil.rmtree(dest)
+                elif dest.exists() and src.exists():
                     dest.unlink()
             for folder in reversed(made):
                 with contextlib.suppress(OSError):
                     folder.rmdir()
             raise TorchbuildError(
-                f"could not move {src} to {dest}: {exc.strerror or exc}; nothing was changed",
+                f"could not move {src} to {dest}: {reason(exc)}; nothing was changed",
                 "free space there (or put .torchbuild/ and build/ on one file system), then run the command again"
             ) from None
         self.done.append((src, dest))
@@ -71,6 +73,13 @@ class Moves:
                 src.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(str(dest), str(src))
         self.done.clear()
+
+
+def reason(exc: OSError) -> str:
+    """An OS error in a word or three: copying a tree (shutil.Error) lists every file's; the first says it."""
+    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list) and exc.args[0]:
+        return str(exc.args[0][0][-1]).split("] ", 1)[-1].split(":")[0]
+    return exc.strerror or str(exc)
 
 
 def stash(checkout: Path, tree: Path, recorded: Mapping[str, object], moves: Moves) -> int:
