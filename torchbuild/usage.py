@@ -29,7 +29,7 @@ class Peak:
 
 
 def processes() -> dict[int, tuple[int, str, int]]:
-    """pid -> (parent pid, command name, resident bytes) for every process we can read."""
+    """pid -> (parent pid, command name, resident bytes) for every running process we can read."""
     out = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -40,6 +40,8 @@ def processes() -> dict[int, tuple[int, str, int]]:
             continue
         name_end = stat.rfind(")")
         fields = stat[name_end + 2:].split()
+        if fields[0] in ("Z", "X"):  # exited, not yet reaped: it compiles nothing (its driver has not waited yet)
+            continue
         out[int(entry.name)] = (int(fields[1]), stat[stat.find("(") + 1:name_end], int(fields[21]) * PAGE)
     return out
 
