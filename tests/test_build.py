@@ -138,10 +138,10 @@ def test_switching_cuda_imports_each_configurations_own_binaries(small_demo, tmp
 
     dist = tmp_path / "dist"
     build(small_demo, "--cuda", "none", "--wheel", "--dist", str(dist))
-    (cpu_wheel,) = dist.glob("*+cpu-*.whl")
+    (cpu_wheel,) = dist.glob("*+git*.cpu-*.whl")
     assert "minitorch/lib/libc10_cuda.so" not in zipfile.ZipFile(cpu_wheel).namelist()
     build(small_demo, "--cuda", "13.0", "--arch", "8.0", "--wheel", "--dist", str(dist))
-    (cu_wheel,) = dist.glob("*+cu130-*.whl")
+    (cu_wheel,) = dist.glob("*+git*.cu130-*.whl")
     assert "minitorch/lib/libc10_cuda.so" in zipfile.ZipFile(cu_wheel).namelist()
 
 
@@ -344,11 +344,18 @@ def test_changed_configuration_reconfigures_the_tree(small_demo):
     assert "reconfiguring" not in build(small_demo, "--cuda", "none", "--set", "USE_FOO=1").stderr
 
 
-def test_wheel_has_a_local_version_and_installs(small_demo, tmp_path):
+def test_wheel_names_its_commit_and_variant_installs_and_leaves_the_develop_build_as_it_was(small_demo, tmp_path):
+    build(small_demo, "--cuda", "none")  # the develop configuration, importable in the env
+    develop = run_python("import minitorch.version as v; print(v.__version__)", tmp_path)
     dist = tmp_path / "dist"
     done = build(small_demo, "--cuda", "none", "--wheel", "--dist", str(dist))
     (wheel,) = dist.glob("*.whl")
-    assert wheel.name.startswith("minitorch-2.11.0a0+cpu-") and f"wheel: {wheel}" in done.stderr
+    head = git(small_demo, "rev-parse", "HEAD")[:7]
+    assert wheel.name.startswith(f"minitorch-2.11.0a0+git{head}.cpu-") and f"wheel: {wheel}" in done.stderr
+    assert run_python("import minitorch.version as v; print(v.__version__)", tmp_path) == develop  # not the wheel's
+    git(small_demo, "commit", "-q", "--allow-empty", "-m", "another commit")
+    build(small_demo, "--cuda", "none", "--wheel", "--dist", str(dist))
+    assert len(list(dist.glob("*.whl"))) == 2  # another commit, another version: pip installs it, not "already"
     venv = tmp_path / "smoke"
     make_venv(venv)
     subprocess.run([str(venv / "bin/pip"), "install", "-q", "--no-deps", str(wheel)], check=True)

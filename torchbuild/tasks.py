@@ -138,7 +138,7 @@ def doctor(c, json=False):
     "rel-with-deb-info": "REL_WITH_DEB_INFO=1 build",
     "jobs": "MAX_JOBS (default: from cores and free memory)",
     "arch": "TORCH_CUDA_ARCH_LIST, e.g. \"8.0;9.0\" (default: local GPUs, else the toolkit's)",
-    "wheel": "build a wheel into dist/ (local version +cu130 / +cpu)",
+    "wheel": "build a wheel into dist/ (local version +git<sha7>.cu130 / .cpu)",
     "clean": "start this configuration's tree from scratch",
     "set": "KEY=VALUE for the build environment (repeatable), e.g. --set USE_DISTRIBUTED=0",
     "force": "build a combination the compatibility table rejects",

@@ -29,7 +29,7 @@ from .cachestats import miss_reasons, parse_sccache_stats, parse_stats_log
 from .explain import remember
 from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
 from .linkertrial import linker_trial
-from .ownership import channels, cmaketrees
+from .ownership import channels, cmaketrees, moves
 from .ownership.changes import (
     compiler_environment,
     edited_meanwhile,
@@ -197,7 +197,8 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         con.info(f"building {plan.key} with {jobs}; log: {plan.log}")
         running = mark_running(checkout)
         command_start = time.time()
-        with open(plan.log, "w", buffering=1) as log, usage.Watch(interval=0.5) as watch:  # line-buffered
+        with open(plan.log, "w", buffering=1) as log, usage.Watch(interval=0.5) as watch, \
+                moves.python_side_kept(checkout, files if plan.wheel else {}):  # line-buffered
             for attempt in (1, 2):
                 log.flush()
                 since = plan.log.stat().st_size  # the log holds every attempt: what failed is this one's

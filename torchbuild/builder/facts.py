@@ -17,6 +17,7 @@ from .. import console as _console
 from ..config import Config
 from ..envs import EnvChoice
 from ..errors import TorchbuildError
+from ..run import run
 from ..toolchain import compilers, cuda, gpu, linkers, search_path, system
 from ..toolchain.cuda import Toolkit
 from ..toolchain.linkers import Linker
@@ -50,6 +51,7 @@ class BuildFacts:
     linker_trial: tuple[Linker, ...] = ()  # the linkers to time on this build's longest link (auto, no trial yet)
     generator: str | None = None  # CMAKE_GENERATOR for a project whose build names none (cmaketrees.generator)
     unit_peaks: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # by configuration (pools.recorded)
+    commit: str | None = None  # the checkout's HEAD (a matrix slot, without git: its source checkout's)
 
 
 def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildFacts:
@@ -105,7 +107,18 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
                       find_launcher(cfg, choice.prefix, env), find_distcc(cfg, env), remote_url(cfg, env),
                       tuple(notes), fifo, joins, shims, git.buildclones.cached(git.tools(cfg)[1], checkout),
                       linker, linkers.cmake_version(choice.prefix, env, remembered) if linker else None, trial,
-                      generator, pools.recorded(checkout))
+                      generator, pools.recorded(checkout), source_commit(checkout, env) if request.wheel else None)
+
+
+SOURCE_COMMIT = "TORCHBUILD_SOURCE_COMMIT"  # a matrix slot's source checkout's HEAD (the slot has no git)
+
+
+def source_commit(checkout: Path, env: Mapping[str, str]) -> str | None:
+    """The commit the checkout's files are: its HEAD, or in a matrix slot the HEAD of the checkout it copies."""
+    if (checkout / ".git").exists():
+        head = run(["git", "rev-parse", "HEAD"], cwd=checkout, capture=True, echo=False, check=False).stdout.strip()
+        return head or None
+    return env.get(SOURCE_COMMIT) or None
 
 
 def ninja_version(prefix: Path, env: Mapping[str, str]) -> str | None:

@@ -222,7 +222,9 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
         from ..compat import checkout_version
 
         base = (checkout_version(checkout) or "0.0.0").split("+")[0]
-        changes["PYTORCH_BUILD_VERSION"] = f"{base}+{'cu' + toolkit.version.replace('.', '') if toolkit else 'cpu'}"
+        variant = "cu" + toolkit.version.replace(".", "") if toolkit else "cpu"  # the commit, then the variant:
+        changes["PYTORCH_BUILD_VERSION"] = f"{base}+git{facts.commit[:7]}.{variant}" if facts.commit else \
+            f"{base}+{variant}"  # two commits' wheels differ, as PyTorch's own +git<sha> ones do (PEP 440)
         changes["PYTORCH_BUILD_NUMBER"] = "1"  # generate_torch_version.py asserts it with the version (> 1: .postN)
     # git in the build (NCCL, Eigen, setup.py's own submodule update): through the mirror cache and rules
     changes.update(git_config_env(cfg.mirrors.git, facts.clone_mirrors, base_env))

@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Iterator, Mapping
 
 from ...errors import TorchbuildError
 from .records import safe_name, stat_of
@@ -204,3 +204,24 @@ def restore_env(tree: Path, prefix: Path, checkout: Path, moves: Moves) -> tuple
         moves.move(kept / name, prefix / name)
     shutil.rmtree(kept, ignore_errors=True)
     return len(names), None
+
+
+@contextlib.contextmanager
+def python_side_kept(checkout: Path, recorded: Mapping[str, object]) -> Iterator[None]:
+    """While a wheel is made in the tree of a develop configuration: its generated Python files (version.py,
+    which the wheel's PYTORCH_BUILD_VERSION rewrites) are put back as they were after, content and mtime, so
+    the develop env imports its own version, and its record still holds."""
+    kept = {}
+    for name, stat in recorded.items():
+        path = checkout / name
+        if name.endswith((".py", ".pyi")) and within(path, checkout) and stat_of(path) == stat:
+            kept[name] = (path.read_bytes(), path.stat().st_atime_ns, path.stat().st_mtime_ns)
+    try:
+        yield
+    finally:
+        for name, (data, atime, mtime) in kept.items():
+            path = checkout / name
+            with contextlib.suppress(OSError):
+                if not path.is_file() or path.read_bytes() != data:
+                    path.write_bytes(data)
+                os.utime(path, ns=(atime, mtime))
