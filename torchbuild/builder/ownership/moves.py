@@ -120,13 +120,18 @@ def restore(checkout: Path, tree: Path, moves: Moves) -> tuple[int, str | None]:
     """Move a kept tree's files back into the checkout, all of them or none (a file or folder standing
     where one goes is someone's: nothing is put over it, and the build goes the whole way); how many
     moved, and why none did."""
-    kept = tree / STASH
+    return all_back(tree / STASH, checkout, moves, "{} stands where one of its files goes")
+
+
+def all_back(kept: Path, root: Path, moves: Moves, blocked_by: str) -> tuple[int, str | None]:
+    """Move every file of a stash back under `root`, or none where one would go over a file or through a link;
+    how many moved, and (`blocked_by`, with the first in the way) why none did."""
     names = kept_files(kept)
-    blocked = [n for n in names if os.path.lexists(checkout / n) or not within(checkout / n, checkout)]
+    blocked = [n for n in names if os.path.lexists(root / n) or not within(root / n, root)]
     if blocked:
-        return 0, f"{blocked[0]} stands where one of its files goes"
+        return 0, blocked_by.format(blocked[0])
     for name in names:
-        moves.move(kept / name, checkout / name)
+        moves.move(kept / name, root / name)
     shutil.rmtree(kept, ignore_errors=True)
     return len(names), None
 
@@ -197,13 +202,7 @@ def restore_env(tree: Path, prefix: Path, checkout: Path, moves: Moves) -> tuple
     for info in prefix.glob("lib/python*/site-packages/*.dist-info"):
         if info.name.split("-")[0].lower() in projects:
             return 0, f"the env holds another install of it ({info.name})"
-    blocked = [n for n in names if os.path.lexists(prefix / n) or not within(prefix / n, prefix)]
-    if blocked:
-        return 0, f"{blocked[0]} is in the env already"
-    for name in names:
-        moves.move(kept / name, prefix / name)
-    shutil.rmtree(kept, ignore_errors=True)
-    return len(names), None
+    return all_back(kept, prefix, moves, "{} is in the env already")
 
 
 @contextlib.contextmanager
