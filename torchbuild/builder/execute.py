@@ -261,17 +261,18 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         made = newest_wheel(plan.dist, wheels_before) if plan.dist else None
         owned, configured = channels.claimed(checkout, build, plan.log, files, configured, plan.changes.get("PATH"))
         files = dict(owned)
-        raced = edited_meanwhile(checkout, tree, files, cmaketrees.found(checkout, build, configured))
+        trees = cmaketrees.found(checkout, build, configured)  # the ones this build configured too
+        raced = edited_meanwhile(checkout, tree, files, trees)
         write_marker(build, plan.key, plan.configure, None if raced or (plan.wheel and not made) else stamp,
                      remedies, made, files, tree, env_files(plan) if plan.outputs_in_env else None, plan.env.prefix,
-                     configured, parts, source_folders(checkout, cmaketrees.found(checkout, build, configured)))
+                     configured, parts, source_folders(checkout, trees))
         if plan.stats_log.exists():
             result.hits, result.misses, result.remote_hits = parse_stats_log(plan.stats_log.read_text())
         elif sccache:
             stats = run([sccache, "--stop-server"], env=plan.changes, base_env=base_env, capture=True, echo=False,
                         check=False).stdout
             result.hits, result.misses = parse_sccache_stats(stats)
-        steps = profile.steps_since(logged, cmaketrees.found(checkout, build, configured), command_start)
+        steps = profile.steps_since(logged, trees, command_start)
         remember(build, steps)
         pools.remember(build, watch.peak.per_unit)
         spans = profile.phases(timeline, command_start, command_end, time.time(),

@@ -8,18 +8,17 @@ ran, whose objects ninja would otherwise never compile again.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import shutil
 from pathlib import Path
 from typing import Mapping
 
 from ... import console as _console
 from ...digest import digest
 from ...run import run
+from ..cachestats import compile_commands
 from ..plan import COMPILER_ENVIRONMENT
 from .channels import tracked
-from .cmaketrees import tree_ninja
+from .cmaketrees import ninja_of
 from .records import OWN
 
 
@@ -86,7 +85,7 @@ def invalidate(trees: list[Path], sources: list[Path]) -> int:
     wanted = {os.path.normpath(s) for s in sources}
     removed = 0
     for tree in trees:
-        ninja = tree_ninja(tree) or shutil.which("ninja")
+        ninja = ninja_of(tree)
         if ninja is None or not (tree / "build.ninja").is_file():
             continue
         listed = run([ninja, "-C", str(tree), "-t", "deps"], capture=True, echo=False, check=False).stdout
@@ -113,7 +112,7 @@ def compiler_environment(old: Mapping[str, object] | None, new: Mapping[str, str
     if not changed:
         return None
     for tree in trees:
-        ninja = tree_ninja(tree) or shutil.which("ninja")
+        ninja = ninja_of(tree)
         if ninja and (tree / "build.ninja").is_file():
             run([ninja, "-C", str(tree), "-t", "clean"], capture=True, echo=False, check=False)
     return (f"{', '.join(changed)} changed: the compiler reads {'them' if len(changed) > 1 else 'it'} as it runs "
@@ -129,12 +128,10 @@ def source_folders(checkout: Path, trees: list[Path]) -> dict[str, str]:
     git does not look (an ignored file, a submodule marked `ignore = all`) is seen by nothing else."""
     root, folders = checkout.resolve(), set()
     for tree in trees:
-        with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
-            for entry in json.loads((tree / "compile_commands.json").read_text()):
-                path = Path(entry.get("directory", tree)) / entry["file"]
-                folder = Path(os.path.normpath(path)).parent
-                if folder.is_relative_to(root) and not any(folder.is_relative_to(t.resolve()) for t in trees):
-                    folders.add(folder.relative_to(root).as_posix())
+        for source in compile_commands(tree):
+            folder = Path(source).parent
+            if folder.is_relative_to(root) and not any(folder.is_relative_to(t.resolve()) for t in trees):
+                folders.add(folder.relative_to(root).as_posix())
     return {f: listing(checkout / f) for f in sorted(folders)}
 
 

@@ -12,22 +12,17 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from ...run import run
 from ..profile import Step
 from ..slots import source_files
-from .cmaketrees import CACHE, found, tree_ninja
+from .cmaketrees import CACHE, found, ninja_of, tree_ninja
 from .records import Stats, safe_name, stat_of, tree_name
 
 WRITTEN_TO = re.compile(r"(?m)^\s*-- Build files have been written to: (.+?)\s*$")  # CMake's configure
-
-
 COPIED = re.compile(r"(?m)^\s*copying (\S+) -> (\S+)\s*$")  # setuptools' build_ext into the source tree
-
-
 EXTENSION = re.compile(r"\.(?:so|pyd|dylib)$")
 
 
@@ -113,16 +108,16 @@ def tracked(checkout: Path, names: Iterable[str]) -> set[str]:
 def claimed(checkout: Path, build: Path, log: Path, previous: Mapping[str, object], previous_trees: Iterable[str],
             path: str | None = None) -> tuple[Stats, list[str]]:
     """The configuration's files in the checkout after its build, and the CMake trees its builds configured
-    (in build/ and outside it, as CMake's log says): what
-    the channels name (see the module's doc) in its trees and its log, with the files recorded before
-    that are still as they were. A file of the user's, tracked or merely written meanwhile, is never
-    among them (one behind a link, torch/lib linked to another disk, is: checked, never moved)."""
+    (in build/ and outside it, as CMake's log says): what the channels name (see the module's doc) in its
+    trees and its log, with the files recorded before that are still as they were. A file of the user's,
+    tracked or merely written meanwhile, is never among them (one behind a link, torch/lib linked to another
+    disk, is: checked, never moved)."""
     log_text = log.read_text(errors="replace") if log.is_file() else ""
     configured = list(dict.fromkeys(t for t in [*previous_trees, *cmake_trees(checkout, log_text)]
                                     if (checkout / t / CACHE).is_file()))
     outside = [t for t in configured if not (checkout / t).resolve().is_relative_to(build.resolve())]
     trees = found(checkout, build, outside)
-    ninja = next(filter(None, map(tree_ninja, trees)), None) or shutil.which("ninja", path=path)
+    ninja = next(filter(None, map(tree_ninja, trees)), None) or ninja_of(build, path)
     names: set[str] = copied(checkout, log_text)
     for folder in trees:
         names |= manifest(folder, checkout) | ninja_outputs(folder, checkout, ninja)

@@ -42,6 +42,11 @@ def tree_ninja(build: Path) -> str | None:
 
 
 
+def ninja_of(tree: Path, path: str | None = None) -> str | None:
+    """The ninja to ask about the tree: the one it was configured for, else the first on `path` (or PATH)."""
+    return tree_ninja(tree) or shutil.which("ninja", path=path)
+
+
 def configured_for(build: Path) -> Path | None:
     """The source folder the tree's CMakeCache.txt was configured for (None without one)."""
     home = cache_entry(build, "CMAKE_HOME_DIRECTORY")

@@ -9,7 +9,6 @@ import ast
 import contextlib
 import os
 import re
-import shutil
 import time
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -19,7 +18,7 @@ from ...run import run
 from ..plan import Plan
 from ..split import installed_core
 from .changes import worktree_state
-from .cmaketrees import cache_entry, tree_ninja
+from .cmaketrees import cache_entry, ninja_of
 from .records import kept_values
 
 # `ninja -n -d explain` on a tree whose only work is an always-run target (PyTorch's gen_torch_version,
@@ -134,7 +133,7 @@ def ninja_dry_run(build: Path, plan: Plan, base_env: Mapping[str, str]) -> tuple
     (their descriptions); None without a ninja tree."""
     if not (build / "build.ninja").exists():
         return None
-    ninja = tree_ninja(build) or shutil.which("ninja", path=str(plan.changes.get("PATH") or base_env.get("PATH", "")))
+    ninja = ninja_of(build, str(plan.changes.get("PATH") or base_env.get("PATH", "")))
     if ninja is None:
         return None
     res = run([ninja, "-C", str(build), "-n", "-d", "explain"], capture=True, echo=False, check=False)
