@@ -37,11 +37,12 @@ def activate_tree(checkout: Path, key: str) -> str | None:
     stash.mkdir(parents=True, exist_ok=True)
     message = []
     journal = moves.Moves()
+    kept = (stash / key).exists()
     empty = build.is_dir() and not any(build.iterdir())  # nothing of anyone's: used as it is (a link to a disk)
-    if empty and not build.is_symlink() and (stash / key).exists():
+    if empty and kept and not build.is_symlink():
         build.rmdir()
     try:
-        if (build.exists() or build.is_symlink()) and not (empty and not (stash / key).exists()):
+        if (build.exists() or build.is_symlink()) and not (empty and not kept):
             old = str(current["key"]) if current else f"{FOREIGN}{time.strftime('%Y%m%d-%H%M%S')}"
             target = stash / old
             while not current and (target.exists() or target.is_symlink()):  # two in one second: never onto another
