@@ -2,7 +2,8 @@
 build in `.setuptools-cmake-build/` (onnx's CMAKE_BUILD_DIR, which its .gitignore names), outside build/,
 naming no generator, with CMAKE_ARGS appended and DEBUG choosing the build type, then copies the module where
 build_ext wants it (`builder`: how it builds the tree; onnx: `cmake --build .`, older projects run `make`).
-pybind's cmake_example: build_ext configures in its build_temp, Ninja where the ninja module is."""
+pybind's cmake_example: build_ext configures in its build_temp, Ninja where the ninja module is. pybind's
+python_example (and mmh3): setuptools compiles the Extension itself, no CMake."""
 
 from __future__ import annotations
 
@@ -140,3 +141,41 @@ def make_cmake_example_project(root: Path) -> Path:
         ".gitignore": "/build/\n*.so\n*.egg-info/\n__pycache__/\n",
     }
     return write_repo(root, files, "cmake_example: initial")
+
+
+PYEX_MAIN = """#include <Python.h>
+#include "value.h"
+static PyObject* value(PyObject* s, PyObject* a) { return PyLong_FromLong(VALUE); }
+static PyObject* optimized(PyObject* s, PyObject* a) {
+#ifdef __OPTIMIZE__
+  Py_RETURN_TRUE;
+#else
+  Py_RETURN_FALSE;
+#endif
+}
+static PyObject* ndebug(PyObject* s, PyObject* a) {
+#ifdef NDEBUG
+  Py_RETURN_TRUE;
+#else
+  Py_RETURN_FALSE;
+#endif
+}
+static PyMethodDef methods[] = {{"value", value, METH_NOARGS, 0}, {"optimized", optimized, METH_NOARGS, 0},
+                                {"ndebug", ndebug, METH_NOARGS, 0}, {0}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "pyex", 0, -1, methods};
+PyMODINIT_FUNC PyInit_pyex(void) { return PyModule_Create(&module); }
+"""
+
+
+def make_python_example_project(root: Path) -> Path:
+    """pybind's python_example in small, in C: setup.py's Extension, compiled by setuptools itself (no CMake),
+    the module at the top level, a header beside its source."""
+    files = {
+        "pyproject.toml": '[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n',
+        "setup.py": 'from setuptools import Extension, setup\n'
+                    'setup(name="pyex", version="0.1", ext_modules=[Extension("pyex", ["src/main.c"], '
+                    'include_dirs=["src"])])\n',
+        "src/main.c": PYEX_MAIN, "src/value.h": "#define VALUE 3\n",
+        ".gitignore": "/build/\n*.so\n*.egg-info/\n__pycache__/\n",
+    }
+    return write_repo(root, files, "python_example: initial")

@@ -132,12 +132,15 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
             and marker.get("done") == stamp and placed and serves and added is None
         if not same and marker is not None and not (opts.clean or opts.rerun or changed or fresh):
             con.info(f"the whole way: {added or why_whole_way(marker, parts, placed, serves)}")
-        explained = pending(trees, plan, base_env) if same else None
+        by_depfiles = same and not trees and bool(plan.in_place)  # setuptools compiles: its objects' depfiles
+        explained = (inplace.stale_objects(checkout) if by_depfiles else pending(trees, plan, base_env)) if same \
+            else None
         tree = worktree(checkout) if not plan.wheel and (checkout / ".git").exists() else None
         edited = off_graph(marker, tree, plan.package, files) if same and marker and tree is not None else None
         if same and edited is None and nothing_to_do(explained):
             what = f"the wheel {kept.name}" if kept else "the install"
-            con.info(f"up to date: ninja has no work, the inputs, the {len(files)} file(s) in the checkout and "
+            work = "no input its compiler's depfiles name is newer" if by_depfiles else "ninja has no work"
+            con.info(f"up to date: {work}, the inputs, the {len(files)} file(s) in the checkout and "
                      f"{what} are this configuration's; nothing was run (--rerun runs the build command anyway)")
             result.seconds = time.monotonic() - start
             result.up_to_date = True
@@ -155,9 +158,9 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                 and inplace.thrown_away(trees, checkout):
             why = inplace.refusal(checkout, marker, tree)
             quick, quick_in = ([list(plan.in_place)] if why is None else None), checkout
-            con.info(f"its editable build configures CMake in a temporary build_temp: `setup.py "
-                     f"{' '.join(plan.in_place[2:])}`, setuptools' in-place build, keeps the tree, without pip "
-                     "(--rerun goes the whole way)" if quick else f"the whole way through pip: {why}")
+            con.info(f"its editable build works in a temporary build_temp: `setup.py {' '.join(plan.in_place[2:])}`"
+                     ", setuptools' in-place build, keeps the tree, without pip (--rerun goes the whole way)"
+                     if quick else f"the whole way through pip: {why}")
         elif same and tree is not None and opts.shortcut and marker is not None and not plan.changes.get(
                 "BUILD_PYTHON_ONLY"):
             into = env_install_dir(plan)

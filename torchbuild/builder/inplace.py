@@ -7,10 +7,15 @@ build/): CMake's tree stays, ninja rebuilds what changed, and a no-op is "up to 
 such a rebuild runs under pip too; what it leaves out is the install's metadata and mapping, so pip
 goes the whole way again where those could change: a file the inputs stamp holds (setup.py,
 pyproject.toml, setup.cfg, ...), a new or deleted file, --rerun. `--force` recompiles any extension
-setuptools builds itself (its own check skips a unit whose header changed)."""
+setuptools builds itself (its own check skips a unit whose header changed).
+
+Where setuptools compiles the extensions itself (pybind's python_example, mmh3: no CMake, no ninja), the
+compiler's depfiles (`-MMD`, in CFLAGS) beside each object of the kept build_temp name every file it read,
+headers in the env included: a no-op is one whose objects are newer than all of them."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -40,3 +45,44 @@ def refusal(checkout: Path, marker: Mapping[str, object], now: Mapping[str, obje
                       check=False).stdout.split("\0")) if changed else set()
     new = [p for p in changed if p not in tracked]
     return f"{new[0]} is new since the last build: the install's mapping may change" if new else None
+
+
+def stale_objects(checkout: Path) -> list[str] | None:
+    """Each object of the kept build_temp older than an input its depfile names (a missing input counts), in
+    `ninja -d explain`'s words; None where nothing proves the objects current (none, or one without a depfile)."""
+    temp = checkout / KEPT_BUILD_TEMP
+    objects = sorted(temp.rglob("*.o")) if temp.is_dir() else []
+    if not objects:
+        return None
+    lines = []
+    for obj in objects:
+        inputs = depfile_inputs(obj.with_suffix(".d"))
+        if inputs is None:
+            return None
+        built = obj.stat().st_mtime_ns
+        for name in inputs:
+            path = checkout / name
+            try:
+                newer = path.stat().st_mtime_ns
+            except OSError:
+                lines.append(f"ninja explain: {path} (an input of {obj.name}) is missing")
+                continue
+            if newer > built:
+                lines.append(f"ninja explain: output {obj} older than most recent input {path} ({built} vs {newer})")
+    return lines
+
+
+DEPFILE_WORD = re.compile(r"(?:\\.|[^\s\\])+")
+
+
+def depfile_inputs(depfile: Path) -> list[str] | None:
+    """The inputs a Makefile-style depfile names for its one target (paths relative to where the compiler ran);
+    None without a readable one."""
+    try:
+        text = depfile.read_text(errors="replace").replace("\\\n", " ")
+    except OSError:
+        return None
+    target, sep, inputs = text.partition(": ")
+    if not sep:
+        return None
+    return [w.replace("\\ ", " ").replace("$$", "$") for w in DEPFILE_WORD.findall(inputs.split("\n\n")[0])]

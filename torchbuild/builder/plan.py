@@ -179,6 +179,8 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
         changes["BUILD_TEST"] = "0"
     changes["DEBUG"] = "1" if opts.build_type == "debug" else None
     changes["REL_WITH_DEB_INFO"] = "1" if opts.build_type == "relwithdebinfo" else None
+    for name, flags in driver.compile_flags(opts.build_type).items():  # after the shell's own
+        changes[name] = " ".join(filter(None, (base_env.get(name), flags)))
     launcher, remote = facts.launcher, facts.remote
     ccache = bool(launcher and Path(launcher).name.startswith("ccache"))
     c_launcher = launcher

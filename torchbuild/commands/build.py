@@ -89,12 +89,15 @@ def clean(cfg: Config, all_trees: bool = False, config: str | None = None, dry_r
     if not removed:
         con.info(f"no build tree of torchbuild's in {cfg.source_path}: nothing to remove")
     verb = "would remove" if dry_run else "removed"
-    for what, size, files in removed:
+    for what, size, files, uninstalled in removed:
         con.info(f"{verb} {what}: {size / 1024 ** 2:.1f} MiB"
                  + (f", and its {len(files)} file(s) in the checkout:" if files else ""))
         for name in files:
             con.info(f"  {name}")
+        if uninstalled:
+            con.info(f"uninstalled the editable install of {uninstalled}: it imported the files removed "
+                     "(the next `torchbuild build` installs it again)")
     if removed:
-        freed = f"{sum(s for _, s, _ in removed) / 1024 ** 2:.1f} MiB"
+        freed = f"{sum(gone[1] for gone in removed) / 1024 ** 2:.1f} MiB"
         con.ok(f"--dry-run: would free {freed}; nothing was removed" if dry_run else f"freed {freed}")
     return 0

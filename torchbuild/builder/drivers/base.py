@@ -44,6 +44,10 @@ class Driver:
         """The backend's config settings for a build of this type (`-C key=value`)."""
         return {}
 
+    def compile_flags(self, build_type: str) -> dict[str, str]:
+        """Compiler flags the build type adds to the environment's (CFLAGS ...), where nothing else carries it."""
+        return {}
+
     def env_install(self, build_type: str) -> tuple[str, bool] | None:
         """Where in site-packages the editable install puts what CMake installs, and whether it strips it
         (None: the outputs are in the checkout)."""

@@ -6,9 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...compat import pyproject
 from .base import Driver
 
 KEPT_BUILD_TEMP = "build/temp.torchbuild"  # the in-place build's build_temp: inside build/, so per configuration
+DEPFILES = "-MMD"  # gcc and clang write each object's inputs beside it (`x.o` -> `x.d`): what a no-op is proven by
+# The build types' flags where setuptools compiles, in CPPFLAGS: every distutils puts those after Python's own
+# flags (`-DNDEBUG -g -O3`), so these win, for C and C++ alike; CFLAGS is no such channel (setuptools 72+
+# replaces Python's flags with it, older ones append it). pybind11's setup_helpers adds `-g0` only where
+# CFLAGS and CPPFLAGS have no -g
+BUILD_TYPE_FLAGS = {"release": "", "debug": "-O0 -g -UNDEBUG", "relwithdebinfo": "-g"}
 
 
 def calls_cmake(checkout: Path) -> bool:
@@ -16,6 +23,16 @@ def calls_cmake(checkout: Path) -> bool:
     setup = checkout / "setup.py"
     return (checkout / "CMakeLists.txt").is_file() or \
         (setup.is_file() and "cmake" in setup.read_text(errors="replace").lower())
+
+
+def compiles_extensions(checkout: Path) -> bool:
+    """Whether setuptools compiles the project's extensions itself (pybind's python_example, mmh3): a setup.py
+    that names an Extension or ext_modules, or pyproject's [tool.setuptools] ext-modules; no CMake."""
+    setup = checkout / "setup.py"
+    text = setup.read_text(errors="replace") if setup.is_file() else ""
+    named = "Extension(" in text or "ext_modules" in text or \
+        bool(pyproject(checkout).get("tool", {}).get("setuptools", {}).get("ext-modules"))
+    return named and not calls_cmake(checkout)
 
 
 class Pep517(Driver):
@@ -30,8 +47,16 @@ class Pep517(Driver):
 
     def in_place(self, python: str) -> tuple[str, ...]:
         """setuptools' own in-place build of the extensions with a kept build_temp, for a setup.py whose
-        build_ext runs CMake (inplace.py says when it stands in for the editable install)."""
+        build_ext runs CMake or compiles them itself (inplace.py says when it stands in for the editable
+        install)."""
         if not self.backend.startswith("setuptools.build_meta") or not (self.checkout / "setup.py").is_file() \
-                or not calls_cmake(self.checkout):
+                or not (calls_cmake(self.checkout) or compiles_extensions(self.checkout)):
             return ()
         return (python, "setup.py", "build_ext", "--inplace", "--force", "--build-temp", KEPT_BUILD_TEMP)
+
+    def compile_flags(self, build_type: str) -> dict[str, str]:
+        """Where setuptools compiles the extensions: the build type's flags (build_ext's `--debug` adds only -g),
+        and depfiles, which prove a no-op (inplace.stale_objects)."""
+        if not compiles_extensions(self.checkout):
+            return {}
+        return {"CPPFLAGS": " ".join(filter(None, (DEPFILES, BUILD_TYPE_FLAGS[build_type])))}

@@ -22,7 +22,7 @@ from .cmaketrees import CACHE, found, ninja_of, tree_ninja
 from .records import Stats, safe_name, stat_of, tree_name
 
 WRITTEN_TO = re.compile(r"(?m)^\s*-- Build files have been written to: (.+?)\s*$")  # CMake's configure
-COPIED = re.compile(r"(?m)^\s*copying (\S+) -> (\S+)\s*$")  # setuptools' build_ext into the source tree
+COPIED = re.compile(r"(?m)^\s*copying (\S+) ->[ \t]*(\S*)[ \t]*$")  # build_ext into the source tree ("-> ": its top)
 EXTENSION = re.compile(r"\.(?:so|pyd|dylib)$")
 
 
@@ -68,7 +68,7 @@ def ninja_outputs(tree: Path, checkout: Path, ninja: str | None) -> set[str]:
 
 def copied(checkout: Path, log_text: str) -> set[str]:
     """The extensions setuptools' build_ext copied into the checkout, as its log says it (`copying
-    build/lib.*/pkg/_C.so -> pkg`)."""
+    build/lib.*/pkg/_C.so -> pkg`; a top-level module's line ends in `-> `)."""
     root = checkout.resolve()
     found = set()
     for src, dest in COPIED.findall(log_text):

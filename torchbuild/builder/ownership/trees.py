@@ -85,7 +85,25 @@ def build_lock(checkout: Path) -> contextlib.AbstractContextManager[None]:
 
 def remove_tree(checkout: Path, key: str) -> int:
     """Remove `key`'s tree (build/ or kept) and its files in the checkout; the bytes freed."""
-    return sum(size for _what, size, _files in clean(checkout, key=key, locked=False, missing_ok=True)[0])
+    return sum(gone[1] for gone in clean(checkout, key=key, locked=False, missing_ok=True, unmap_install=False)[0])
+
+
+def unmap(checkout: Path, marker: Mapping[str, object]) -> str | None:
+    """Uninstall the editable install of the checkout from the env the configuration built into (its marker's
+    python), once its compiled files in the checkout are gone: it would import a package without them. The
+    env named where it was uninstalled; None where it holds no install of this checkout."""
+    from ...run import run
+    from .uptodate import editable_record
+
+    configure = marker.get("configure")
+    python = Path(str(configure.get("python"))) if isinstance(configure, dict) and configure.get("python") else None
+    prefix = python.parent.parent if python else None
+    record = editable_record(prefix, checkout) if prefix and python and python.is_file() else None
+    if record is None or python is None:
+        return None
+    name = record.parent.name.split("-")[0]
+    run([str(python), "-m", "pip", "uninstall", "-y", "-q", name], capture=True, echo=False)
+    return f"{name} from {prefix}"
 
 
 def tree_size(path: Path) -> int:
@@ -124,11 +142,12 @@ def not_ours(tree: Path, marker: Mapping[str, object], checkout: Path) -> list[P
 
 
 def clean(checkout: Path, all_trees: bool = False, key: str | None = None, dry_run: bool = False,
-          locked: bool = True, missing_ok: bool = False
-          ) -> tuple[list[tuple[str, int, list[str]]], list[Path]]:
+          locked: bool = True, missing_ok: bool = False, unmap_install: bool = True
+          ) -> tuple[list[tuple[str, int, list[str], str | None]], list[Path]]:
     """Remove build trees torchbuild made (never sources, never a tree without a valid marker): the
-    current one, `key`'s, or all (`dry_run`: only say which). Returns ((what, bytes, the checkout's files
-    removed with it) for each tree, the trees kept as not torchbuild's)."""
+    current one, `key`'s, or all (`dry_run`: only say which), and the editable install that imports the
+    current one's files (`unmap`). Returns ((what, bytes, the checkout's files removed with it, the install
+    uninstalled) for each tree, the trees kept as not torchbuild's)."""
     if key is not None and (not KEY_RE.fullmatch(key) or ".." in key):
         raise TorchbuildError(f"--config '{key}' is not a configuration name (like py3.12-cpu-release)",
                               "run `inv clean --all`, or pass a name from .torchbuild/trees/")
@@ -150,10 +169,12 @@ def clean(checkout: Path, all_trees: bool = False, key: str | None = None, dry_r
             files = sorted(recorded_outputs(marker)) if tree == build else []  # the checkout holds them now
             users = not_ours(tree, marker, checkout)
             kept += users
+            uninstalled = None
             if not dry_run:
                 files = moves.remove(checkout, recorded_outputs(marker)) if tree == build else []
                 remove_tree_folder(tree, users)
-            removed.append((f"{name} ({tree})", size - sum(tree_size(u) for u in users), files))
+                uninstalled = unmap(checkout, marker) if files and unmap_install else None
+            removed.append((f"{name} ({tree})", size - sum(tree_size(u) for u in users), files, uninstalled))
     if key and not removed and not missing_ok:
         known = sorted(str(m["key"]) for tree in trees if (m := read_marker(tree)))
         raise TorchbuildError(f"no build tree for configuration '{key}'", f"known: {', '.join(known) or 'none'}")
