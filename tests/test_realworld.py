@@ -73,6 +73,9 @@ def test_clone_patch_build_import_and_call(project: Project, sdists, shared_envs
     done = subprocess.run([python, "-c", project.call], cwd=tmp_path, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": ""})
     assert done.returncode == 0 and done.stdout.strip().splitlines()[-1] == project.expect, done.stderr
+    again = inv("build", root=proj, check=True, timeout=900).stderr  # its build kept: the next is a no-op
+    noop = inv("build", root=proj, check=True, timeout=900).stderr
+    assert "up to date" in noop, "\n".join([again, noop])
 
 
 def test_matrix_side_by_side_on_a_real_project(sdists, tmp_path, monkeypatch):

@@ -156,9 +156,11 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         quick, quick_in = None, build
         if same and tree is not None and opts.shortcut and marker is not None and plan.in_place \
                 and inplace.thrown_away(trees, checkout):
-            why = inplace.refusal(checkout, marker, tree)
+            why = inplace.refusal(checkout, marker, tree, files)
             quick, quick_in = ([list(plan.in_place)] if why is None else None), checkout
-            con.info(f"its editable build works in a temporary build_temp: `setup.py {' '.join(plan.in_place[2:])}`"
+            step = ("setup.py " if "setup.py" in plan.in_place else "setuptools.setup() ") + \
+                " ".join(plan.in_place[plan.in_place.index("build_ext"):])
+            con.info(f"its editable build works in a temporary build_temp: `{step}`"
                      ", setuptools' in-place build, keeps the tree, without pip (--rerun goes the whole way)"
                      if quick else f"the whole way through pip: {why}")
         elif same and tree is not None and opts.shortcut and marker is not None and not plan.changes.get(
@@ -172,7 +174,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                      f"{' then '.join('`cmake ' + ' '.join(q[1:]) + '`' for q in quick)} in build/, as "
                      f"{'scikit-build-core' if into else 'setup.py'} runs it, without pip (--rerun goes the whole way)"
                      if quick else
-                     f"the whole way through {'pip' if plan.outputs_in_env else 'setup.py'}: "
+                     f"the whole way through {'setup.py' if 'setup.py' in plan.command[1:3] else 'pip'}: "
                      f"{why or 'no cmake on the PATH'}")
         elif edited:
             con.info(f"the whole way: {edited}")

@@ -31,13 +31,15 @@ def thrown_away(trees: Iterable[Path], checkout: Path) -> bool:
     return all(tree.resolve().is_relative_to(kept) for tree in trees)
 
 
-def refusal(checkout: Path, marker: Mapping[str, object], now: Mapping[str, object]) -> str | None:
+def refusal(checkout: Path, marker: Mapping[str, object], now: Mapping[str, object],
+            outputs: Mapping[str, object]) -> str | None:
     """Why the in-place build would not leave what pip's editable install leaves (None: it would). The
-    caller has checked the stamp and the install."""
+    caller has checked the stamp and the install; `outputs`: the build's own files in the checkout (an
+    extension in a folder no .gitignore names shows as a new file)."""
     before = marker.get("worktree")
     if not isinstance(before, dict):
         return "the last build did not record the working tree"
-    changed = changed_since(before, now)
+    changed = [p for p in changed_since(before, now) if p not in outputs]
     gone = [p for p in changed if now.get(p) is None]
     if gone:
         return f"{gone[0]} was deleted since the last build: the install's files may change"

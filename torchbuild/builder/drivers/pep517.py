@@ -10,6 +10,7 @@ from ...compat import pyproject
 from .base import Driver
 
 KEPT_BUILD_TEMP = "build/temp.torchbuild"  # the in-place build's build_temp: inside build/, so per configuration
+SETUP_SHIM = "import setuptools; setuptools.setup()"  # pip's own stand-in for a project without setup.py
 DEPFILES = "-MMD"  # gcc and clang write each object's inputs beside it (`x.o` -> `x.d`): what a no-op is proven by
 # The build types' flags where setuptools compiles, in CPPFLAGS: every distutils puts those after Python's own
 # flags (`-DNDEBUG -g -O3`), so these win, for C and C++ alike; CFLAGS is no such channel (setuptools 72+
@@ -49,10 +50,11 @@ class Pep517(Driver):
         """setuptools' own in-place build of the extensions with a kept build_temp, for a setup.py whose
         build_ext runs CMake or compiles them itself (inplace.py says when it stands in for the editable
         install)."""
-        if not self.backend.startswith("setuptools.build_meta") or not (self.checkout / "setup.py").is_file() \
+        if not self.backend.startswith("setuptools.build_meta") \
                 or not (calls_cmake(self.checkout) or compiles_extensions(self.checkout)):
             return ()
-        return (python, "setup.py", "build_ext", "--inplace", "--force", "--build-temp", KEPT_BUILD_TEMP)
+        setup = ("setup.py",) if (self.checkout / "setup.py").is_file() else ("-c", SETUP_SHIM)
+        return (python, *setup, "build_ext", "--inplace", "--force", "--build-temp", KEPT_BUILD_TEMP)
 
     def compile_flags(self, build_type: str) -> dict[str, str]:
         """Where setuptools compiles the extensions: the build type's flags (build_ext's `--debug` adds only -g),
