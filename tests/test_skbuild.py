@@ -68,11 +68,17 @@ def test_a_scikit_build_core_project_builds_in_build_and_its_no_op_runs_nothing(
 
     # a debug build replaces the env's install; back to release, its files come back into the env: nothing runs
     build(skproject, "--cuda", "none")
+    mine = skproject / "build" / "cp312-mine"  # the user's own `pip install -e .` into the project's build-dir
+    mine.mkdir()
+    (mine / "CMakeCache.txt").write_text(f"CMAKE_HOME_DIRECTORY:INTERNAL={skproject.resolve()}\n")
     debug = build(skproject, "--cuda", "none", "--debug")
     assert "from the env" in debug.stderr and imported(skproject)[0] == changed
+    assert "left 1 tree(s) of the project's own builds where they are (build/cp312-mine)" in debug.stderr
+    assert (mine / "CMakeCache.txt").is_file()  # never moved with a configuration's tree
     debug_lib = Path(imported(skproject)[1]).read_bytes()
     back = build(skproject, "--cuda", "none")
     assert "restored the" in back.stderr and "in the env" in back.stderr and UP_TO_DATE in back.stderr
+    assert (mine / "CMakeCache.txt").is_file()
     assert imported(skproject)[0] == changed and Path(imported(skproject)[1]).read_bytes() != debug_lib
     again = build(skproject, "--cuda", "none", "--debug")  # and the debug one, as its build left it
     assert UP_TO_DATE in again.stderr and Path(imported(skproject)[1]).read_bytes() == debug_lib

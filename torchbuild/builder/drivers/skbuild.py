@@ -5,8 +5,10 @@ An editable install is `editable.mode = "redirect"`: the .py files are imported 
 an import hook (`_editable_skbc_<name>.pth/.py` in site-packages), and everything CMake installs is copied
 into the env's site-packages. The CMake tree is `build/` (`-C build-dir=build`; PyTorch's pyproject and
 build_stage2.py assume `<checkout>/build`), which torchbuild keeps per configuration, as for setup.py; without
-it scikit-build-core builds in a temporary folder, from nothing, every time. setup.py, where there is one, is
-a shim (PR #180248): torchbuild never runs it."""
+it scikit-build-core builds in a temporary folder, from nothing, every time. A project's own build-dir
+(iminuit's `build/{wheel_tag}`) stays its users' own `pip install -e .`'s: a switch of configuration leaves
+such a tree where it is and `clean` keeps it (trees.not_ours). setup.py, where there is one, is a shim
+(PR #180248): torchbuild never runs it."""
 
 from __future__ import annotations
 

@@ -41,7 +41,11 @@ def activate_tree(checkout: Path, key: str) -> str | None:
     empty = build.is_dir() and not any(build.iterdir())  # nothing of anyone's: used as it is (a link to a disk)
     if empty and kept and not build.is_symlink():
         build.rmdir()
+    users = not_ours(build, current, checkout) if current else []  # the project's own trees in build/: they stay
+    held = stash / f".held-{os.getpid()}"
     try:
+        for tree in users:
+            journal.move(tree, held / tree.relative_to(build))
         if (build.exists() or build.is_symlink()) and not (empty and not kept):
             old = str(current["key"]) if current else f"{FOREIGN}{time.strftime('%Y%m%d-%H%M%S')}"
             target = stash / old
@@ -72,6 +76,12 @@ def activate_tree(checkout: Path, key: str) -> str | None:
                                      for w in (why, env_why) if w))
         else:
             message.append(f"new tree for {key}")
+        for tree in users:
+            journal.move(held / tree.relative_to(build), tree)
+        if users:
+            shutil.rmtree(held)  # the folders that held them, empty
+            message.append(f"left {len(users)} tree(s) of the project's own builds where they are "
+                           f"({', '.join(t.relative_to(checkout).as_posix() for t in users)})")
     except BaseException:
         journal.undo()
         raise
