@@ -56,6 +56,13 @@ def test_a_project_without_cuda_gets_one_cpu_session_a_python(tmp_path):
     inv("clone", root=proj, check=True)
     assert [n for n in nox_list(proj, "build") if n.startswith("build")] == ["build-3.10(cuda='none')",
                                                                              "build-3.12(cuda='none')"]
+    planned = inv("matrix", "--dry-run", root=proj, check=True).output  # not PyTorch: none of PyTorch's words
+    assert "each session builds the whole project (the split build is PyTorch's)" in planned
+    assert "setup.py" not in planned and "PyTorch" not in planned.replace("the split build is PyTorch's", "")
+    doctor = inv("doctor", root=proj, check=None).stdout
+    assert "build driver" in doctor and "PyTorch" not in doctor and "CUDA job" not in doctor, doctor
+    helped = inv("--help", "clone", root=proj, check=True).stdout
+    assert "the url's last part" in helped and "pinned commit" not in helped
 
 
 def test_sessions_come_from_the_config(tmp_path):

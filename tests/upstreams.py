@@ -34,6 +34,7 @@ class Project:
     call: str  # Python that imports and calls the built project, printing a result
     expect: str  # what `call` prints
     needs_remedy: bool = False  # its CMake asks for < 3.5: CMake 4 needs the remedy
+    generated: tuple[str, ...] = ()  # in the sdist, but written by the build and not tracked in the project's repo
 
 
 PROJECTS = [
@@ -45,6 +46,10 @@ PROJECTS = [
     Project("python-rapidjson", "1.25", "rapidjson", "README.rst",
             "import rapidjson; print(rapidjson.loads(rapidjson.dumps({'a': [1, 2.5]}))['a'][1])", "2.5"),
     Project("mmh3", "5.3.1", "tests", "README.md", "import mmh3; print(mmh3.hash('foo'))", "-156908512"),
+    # scikit-build-core, versioned by setuptools-scm, which the backend asks for (get_requires_for_build_*)
+    Project("spglib", "2.8.0", "database", "README.md",
+            "import spglib; print(spglib.get_spacegroup(([[4.0, 0, 0], [0, 4.0, 0], [0, 0, 4.0]], [[0, 0, 0]], [1])))",
+            "Pm-3m (221)", generated=("python/spglib/_version.py",)),  # setuptools-scm's write_to
 ]
 
 
@@ -59,7 +64,7 @@ def download(project: Project, dest: Path) -> Path:
     found = list(dest.glob(f"{project.name.replace('-', '_')}-{project.version}.tar.gz")) + \
         list(dest.glob(f"{project.name}-{project.version}.tar.gz"))
     if not found:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", project.name,
                         f"{project.name}=={project.version}", "-d", str(dest)], check=True, capture_output=True)
         found = [p for p in dest.glob("*.tar.gz") if p.name.lower().startswith(project.name.replace("-", "_"))
                  or p.name.lower().startswith(project.name)]
@@ -72,8 +77,12 @@ def make_upstream(project: Project, sdist: Path, root: Path) -> str:
     with tarfile.open(sdist) as tar:
         tar.extractall(scratch, filter="data")
     source = next(scratch.iterdir())
-    for junk in [*source.glob("*.egg-info"), *source.glob("src/*.egg-info"), source / "PKG-INFO"]:
+    for junk in [*source.glob("*.egg-info"), *source.glob("src/*.egg-info"), source / "PKG-INFO",
+                 *(source / name for name in project.generated)]:
         shutil.rmtree(junk) if junk.is_dir() else junk.unlink()
+    if project.generated:  # as the project's own .gitignore names them (its sdist leaves them out)
+        with open(source / ".gitignore", "a") as ignore:
+            ignore.write("".join(f"/{name}\n" for name in project.generated))
     sub_repo, main_repo = root / f"{project.name}-{project.submodule}", root / project.name
     shutil.move(str(source / project.submodule), sub_repo)
     shutil.move(str(source), main_repo)

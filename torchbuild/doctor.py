@@ -16,6 +16,7 @@ from typing import Mapping
 
 from . import compat
 from .builder.drivers import detect
+from .builder.facts import needs_cuda
 from .config import Config
 from .errors import TorchbuildError
 from .run import run
@@ -68,6 +69,8 @@ class Facts:
     linker_setting: str = "auto"
     linker_times: dict[str, float] | None = None  # the linker trial's seconds (toolchain/linkers.py)
     driver: str | None = None  # the checkout's build driver (builder/drivers), None without a checkout
+    pytorch: bool = True  # the checkout is PyTorch's (or not cloned yet): PyTorch's words apply
+    cuda_project: bool = True  # its build uses CUDA (builder.facts.needs_cuda): CUDA jobs' memory applies
 
     @property
     def release(self) -> compat.Release | None:
@@ -111,6 +114,8 @@ def gather(cfg: Config, env: Mapping[str, str]) -> Facts:
             linker_setting=cfg.build.linker,
             linker_times=linkers.measured(lds.result(), cfg.cache_root / "linkers.json"),
             driver=detect(checkout).describe() if buildable(checkout) else None,
+            pytorch=detect(checkout).pytorch() if buildable(checkout) else True,
+            cuda_project=needs_cuda(checkout),
         )
 
 
@@ -225,7 +230,8 @@ def python_rows(facts: Facts) -> list[Row]:
         notes = []
         level = OK
         if not py.venv:
-            notes.append("no venv module" if py.key >= (3,) else "Python 2: no venv, no PyTorch since 1.5")
+            notes.append("no venv module" if py.key >= (3,) else
+                         "Python 2: no venv" + (", no PyTorch since 1.5" if facts.pytorch else ""))
             level = WARN
         if release and facts.torch_version and compat.problems(facts.torch_version, py.version, None, None)[1]:
             notes.append(f"outside PyTorch {release.version}'s {release.python[0]}–{release.python[1]}")
@@ -236,13 +242,14 @@ def python_rows(facts: Facts) -> list[Row]:
 
 
 def machine_rows(facts: Facts) -> list[Row]:
-    jobs = system.choose_jobs(facts.cpus, facts.memory, cuda=bool(facts.toolkits))
+    jobs = system.choose_jobs(facts.cpus, facts.memory, cuda=bool(facts.toolkits) and facts.cuda_project)
     out = [Row("memory", OK, f"{facts.memory / system.GIB:.1f} GiB available; MAX_JOBS would be {jobs.reason}")]
     need = facts.min_free_gb * system.GIB
     for where, free in facts.disk.items():
         level = OK if free >= need else PROBLEM
         out.append(Row("disk", level, f"{free / system.GIB:.1f} GiB free at {where}",
-                       "" if level == OK else f"free space: a PyTorch build needs about {facts.min_free_gb:g} GiB"))
+                       "" if level == OK else f"free space: a {'PyTorch ' if facts.pytorch else ''}build needs about "
+                       f"{facts.min_free_gb:g} GiB (build.min_free_gb)"))
     return out
 
 

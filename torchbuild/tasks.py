@@ -22,8 +22,9 @@ def _root(c: Any) -> Path | None:
 
 @task(help={
     "url": "repository to clone (default: source.url)",
-    "ref": "branch, tag or commit to check out (default: the pinned commit)",
-    "path": "checkout folder (default: source.path, pytorch/)",
+    "ref": "branch, tag or commit to check out (default: source.ref; else the commit the project pins for its "
+           "pytorch/ submodule, or the remote's default branch)",
+    "path": "checkout folder (default: source.path; with --url, the url's last part, as git clone names it)",
     "jobs": "submodules fetched at once (default: 4 x cores, at most 16)",
     "depth": "shallow clone with this much history (turns the mirror cache off)",
     "shallow-submodules": "clone submodules with depth 1",

@@ -18,6 +18,7 @@ from typing import Sequence
 from .. import console as _console
 from .. import freshness, jobserver, summary, usage
 from .. import matrix as m
+from ..builder.drivers import detect
 from ..builder.ownership.changes import worktree_state
 from ..builder.request import split_refusal
 from ..builder.slots import SLOTS_ENV
@@ -68,8 +69,10 @@ def matrix(cfg: Config, failed: bool = False, sessions: Sequence[str] = (), forc
     con.info(f"{len(todo)} session(s), {at_once} at a time, sharing {jobs} compile jobs: {reason}")
     refused = split_refusal(cfg.source_path) if cfg.matrix.split else None
     if refused:
-        con.info(f"the split build is not used: {refused}; the sessions share the compiler cache instead "
-                 "(one builds first, the others compile what differs)")
+        pytorch = detect(cfg.source_path).pytorch() if (cfg.source_path / ".git").exists() else True
+        con.info((f"the split build is not used: {refused}" if pytorch else "each session builds the whole project "
+                  "(the split build is PyTorch's)") + "; the sessions share the compiler cache instead (one builds "
+                 "first, the others compile what differs)")
     if dry_run:
         con.result(f"command: (cd {cfg.root} && {' '.join(argv)})")
         con.info(f"--dry-run: {len(todo)} session(s) would run; nothing was run")
