@@ -24,8 +24,10 @@ def linker_trial(plan: Plan, build: Path, steps: list[Step], base_env: Mapping[s
                 check=False).stdout.strip().splitlines()
     if not lines:
         return
+    used = linkers.FUSE_LD.search(lines[-1])  # the build's own linker, timed by the build itself
     seconds = linkers.trial(lines[-1], build, list(plan.linker_trial), merged_env(base_env, plan.changes),
-                            plan.linker_memory, library)
+                            plan.linker_memory, library,
+                            {used.group(0).split("=", 1)[1]: links[-1].seconds} if used else None)
     chosen = linkers.choose("auto", list(plan.linker_trial), seconds)
     times = ", ".join(f"{name} {t:.2f}s" for name, t in sorted(seconds.items(), key=lambda x: x[1]))
     _console.get().info(f"linker trial on {library} (once on this machine): {times}; build.linker auto "

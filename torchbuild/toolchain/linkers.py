@@ -100,7 +100,7 @@ def discover(cxx: str, env: Mapping[str, str], cache: Path | None = None) -> lis
         def probe(name: str = name, program: str = program) -> dict[str, object]:
             return {"version": version_of(program), **try_link(compiler, name, env)}
 
-        entry = remembered.get([name, _ident(program), _ident(compiler)], probe, ("version", "accepted"))
+        entry = remembered.get([name, _ident(program), _ident(compiler), "lto"], probe, ("version", "accepted"))
         found.append(Linker(name, Path(program), str(entry["version"]), bool(entry["accepted"]),
                             str(entry.get("problem", ""))))
     remembered.save()
@@ -114,16 +114,31 @@ def version_of(program: str) -> str:
 
 
 def try_link(compiler: str, name: str, env: Mapping[str, str]) -> dict[str, object]:
-    """Whether `compiler -fuse-ld=NAME` links a shared library (and why not)."""
+    """Whether `compiler -fuse-ld=NAME` links a shared library (and why not), from a plain object and from
+    an LTO one (`-flto`, as pybind11 and CMake's IPO compile Release builds): lld takes GCC's LTO objects
+    without a word and links a library without their code (its symbols missing: an import that fails)."""
     with tempfile.TemporaryDirectory(prefix="tb-ld-") as tmp:
-        src = Path(tmp) / "t.cpp"
+        src, lib = Path(tmp) / "t.cpp", Path(tmp) / "t.so"
         src.write_text("int torchbuild_probe() { return 0; }\n")
-        res = run([compiler, f"-fuse-ld={name}", "-shared", "-fPIC", str(src), "-o", str(Path(tmp) / "t.so")],
+        res = run([compiler, f"-fuse-ld={name}", "-shared", "-fPIC", str(src), "-o", str(lib)],
                   capture=True, echo=False, check=False, base_env=dict(env))
-    if res.returncode == 0:
-        return {"accepted": True}
-    lines = (res.stderr or res.stdout).strip().splitlines()
-    return {"accepted": False, "problem": lines[0][:200] if lines else f"exit {res.returncode}"}
+        if res.returncode != 0:
+            lines = (res.stderr or res.stdout).strip().splitlines()
+            return {"accepted": False, "problem": lines[0][:200] if lines else f"exit {res.returncode}"}
+        lib.unlink()
+        lto = run([compiler, f"-fuse-ld={name}", "-shared", "-fPIC", "-flto", "-fno-fat-lto-objects", str(src),
+                   "-o", str(lib)], capture=True, echo=False, check=False, base_env=dict(env))
+        if lto.returncode == 0 and not any("torchbuild_probe" in name for name in defined_symbols(lib, env)):
+            return {"accepted": False, "problem": f"it links {Path(compiler).name}'s LTO objects (-flto) into a "
+                                                  "library without their code: their symbols are missing"}
+    return {"accepted": True}
+
+
+def defined_symbols(library: Path, env: Mapping[str, str]) -> set[str]:
+    """The symbols a shared library (or an object) defines, as binutils' nm lists them (empty where nm fails)."""
+    res = run(["nm", "-D", "--defined-only", "--format=just-symbols", str(library)], capture=True, echo=False,
+              check=False, base_env=dict(env))
+    return set(res.stdout.split()) if res.returncode == 0 else set()
 
 
 def choose(setting: str, linkers: list[Linker], measured: Mapping[str, float] | None = None) -> Linker | None:
@@ -181,8 +196,9 @@ def cmake_version(prefix: Path, env: Mapping[str, str], cache: Path | None = Non
 # ----------------------------------------------------------------------------- the linker trial
 # mold is the fastest on many cores; on a few, lld can beat it (2 cores here: 0.3 s against 0.75 s for a
 # 100 MB library with debug info). So auto asks the machine once: after a build whose longest link took
-# TRIAL_FROM seconds or more, that link runs again with each linker the compiler accepts, and auto takes
-# the fastest from the next build on (remembered with the linkers' and the compiler's identities).
+# TRIAL_FROM seconds or more, that link runs again with each linker auto could take that the compiler accepts
+# (not the build's own: its time is the build's), and auto takes the fastest from the next build on
+# (remembered with the linkers' and the compiler's identities).
 TRIAL_FROM = 0.5
 FUSE_LD = re.compile(r"\s-fuse-ld=\S+")
 OUTPUT = re.compile(r"\s-o\s+(\S+)")
@@ -215,26 +231,26 @@ def with_linker(command: str, name: str, output: str) -> str:
 
 
 def trial(command: str, cwd: Path, linkers: list[Linker], env: Mapping[str, str], cache: Path | None,
-          library: str) -> dict[str, float]:
-    """Run one link step of the build again with each linker the compiler accepts (best of two, into a
-    scratch file), remember the seconds, and return them."""
+          library: str, known: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Run one link step of the build again with each linker auto could take that the compiler accepts (into
+    a scratch file; the build's own linker at its time in the build, `known`), remember the seconds, and return
+    them. A linker whose library defines other symbols than the build's own is left out: it gives another
+    library, at whatever speed."""
     def time_each() -> dict[str, object]:
-        seconds = {}
-        for ln in (x for x in linkers if x.accepted):
+        seconds = {name: round(t, 3) for name, t in (known or {}).items()}
+        built = defined_symbols(cwd / library, env) if (cwd / library).is_file() else set()
+        for ln in (x for x in linkers if x.accepted and x.name in AUTO and x.name not in seconds):
             scratch = cwd / f".torchbuild-trial-{ln.name}-{os.getpid()}"
             line = with_linker(command, ln.name, str(scratch))
-            best = float("inf")
             try:
-                for _ in range(2):
-                    start = time.monotonic()
-                    res = run(["sh", "-c", line], cwd=cwd, capture=True, echo=False, check=False, base_env=dict(env))
-                    if res.returncode != 0:
-                        break
-                    best = min(best, time.monotonic() - start)
+                start = time.monotonic()
+                res = run(["sh", "-c", line], cwd=cwd, capture=True, echo=False, check=False, base_env=dict(env))
+                took = time.monotonic() - start
+                same = res.returncode == 0 and (not built or defined_symbols(scratch, env) == built)
             finally:
                 scratch.unlink(missing_ok=True)
-            if best < float("inf"):
-                seconds[ln.name] = round(best, 3)
+            if same:
+                seconds[ln.name] = round(took, 3)
         return {"seconds": seconds, "library": library}
 
     remembered = Remembered(cache)
