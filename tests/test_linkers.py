@@ -74,7 +74,7 @@ def test_the_linker_trial_times_a_real_link_and_auto_takes_the_fastest(tmp_path)
     command = ": && /usr/bin/c++ -fPIC -g  -fuse-ld=nosuch -shared -o libcore.so u0.o u1.o u2.o && :"  # as ninja's
     assert linkers.with_linker(command, "bfd", "/tmp/x.so") == \
         ": && /usr/bin/c++ -fuse-ld=bfd -fPIC -g  -shared -o /tmp/x.so u0.o u1.o u2.o && :"
-    subprocess.run(linkers.with_linker(command, "bfd", "libcore.so"), shell=True, cwd=tmp_path, check=True)  # the build's
+    subprocess.run(linkers.with_linker(command, "bfd", "libcore.so"), shell=True, cwd=tmp_path, check=True)
     built = (tmp_path / "libcore.so").read_bytes()
     memory = tmp_path / "linkers.json"
     found = linkers.discover("c++", {"PATH": "/usr/bin:/bin"}, memory)
