@@ -9,6 +9,7 @@ import ast
 import contextlib
 import os
 import re
+import tempfile
 import time
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -136,18 +137,46 @@ def ninja_dry_run(build: Path, plan: Plan, base_env: Mapping[str, str]) -> tuple
     ninja = ninja_of(build, str(plan.changes.get("PATH") or base_env.get("PATH", "")))
     if ninja is None:
         return None
-    res = run([ninja, "-C", str(build), "-n", "-d", "explain"], capture=True, echo=False, check=False)
+    asked = dry_run(ninja, build)
+    if asked is None:
+        return None
+    lines, steps = asked
+    if any(GLOB_CHECK.search(line) for line in lines) and globs_unchanged(build):
+        # ninja -n stops once it would regenerate build.ninja (a dry run cannot load the new one): with the
+        # globs unchanged, ask again through a manifest no edge makes, to see the steps behind that check
+        asked = past_regeneration(ninja, build)
+        if asked is None:
+            return None
+        lines, steps = asked
+    return lines, steps
+
+
+def dry_run(ninja: str, build: Path, manifest: str | None = None) -> tuple[list[str], list[str]] | None:
+    """`ninja -n -d explain` in the tree (through `manifest` where given): its explain lines and step names."""
+    res = run([ninja, "-C", str(build), *(["-f", manifest] if manifest else []), "-n", "-d", "explain"],
+              capture=True, echo=False, check=False)
     if res.returncode != 0:
         return None
     if "no work to do" in res.stdout:
         return [], []
     out = res.stdout + "\n" + res.stderr
-    lines = [line.strip() for line in out.splitlines() if line.startswith("ninja explain:")]
-    steps = [m.group(1).strip() for m in STEP.finditer(res.stdout)]
-    if any(GLOB_CHECK.search(line) for line in lines) and globs_unchanged(build):
-        lines = [line for line in lines if not GLOB_CHECK.search(line)]
-        steps = [s for s in steps if not s.startswith(("Re-checking globbed", "Re-running CMake"))]
-    return lines, steps
+    return [line.strip() for line in out.splitlines() if line.startswith("ninja explain:")], \
+        [m.group(1).strip() for m in STEP.finditer(res.stdout)]
+
+
+def past_regeneration(ninja: str, build: Path) -> tuple[list[str], list[str]] | None:
+    """The dry run of the tree's build.ninja as it stands, its regeneration left out: a manifest outside the
+    tree that includes it is the one ninja would remake first, and no edge makes it."""
+    path = str((build / "build.ninja").resolve()).replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
+    with tempfile.TemporaryDirectory(prefix="tb-explain-") as tmp:
+        manifest = Path(tmp) / "asked.ninja"
+        manifest.write_text(f"include {path}\n")
+        asked = dry_run(ninja, build, str(manifest))
+    if asked is None:
+        return None
+    lines, steps = asked
+    return [line for line in lines if not GLOB_CHECK.search(line)], \
+        [s for s in steps if not s.startswith(("Re-checking globbed", "Re-running CMake"))]
 
 
 GLOB_CHECK = re.compile(r"CMakeFiles/(?:VerifyGlobs\.cmake_force|cmake\.verify_globs)\b")
