@@ -35,7 +35,8 @@ def test_explain_names_the_cause_counts_the_steps_and_builds_nothing(small_demo)
     total = re.search(r"ninja would run (\d+) step\(s\)", said)
     assert header and total and int(header.group(1)) >= 4, said  # 3 other units and checksum.cpp include it
     assert "c10/core/unit_01.cpp: 1 step(s) (a source file)" in said  # edited last: its newest input
-    assert re.search(r"estimate: \d+ step\(s\), [\d.]+s of compile and link work, about [\d.]+s at MAX_JOBS=\d", said)
+    assert re.search(r"estimate: \d+ step\(s\) \(\d+ C\+\+(, \d+ link)?\), [\d.]+s of compile and link work, "
+                     r"about [\d.]+s at MAX_JOBS=\d", said), said  # counted by kind, each priced at its kind's
     done = build(co, "--cuda", "none")
     compiles = int(re.search(r"(\d+) compile step\(s\)", done.stderr).group(1))
     assert compiles == int(header.group(1)) + 1  # what ninja said it would compile, it compiled
@@ -46,6 +47,12 @@ def test_explain_names_the_cause_counts_the_steps_and_builds_nothing(small_demo)
     assert int(re.search(r"ninja would run (\d+) step\(s\)", said).group(1)) >= 5  # it, then the 4 units
     generated = build(co, "--cuda", "none")
     assert "4 compile step(s)" in generated.stderr  # every unit including the generated header, nothing else
+    cmake = co / "CMakeLists.txt"  # CMake runs again first: ninja -n stops there, the steps behind it still count
+    cmake.write_text(cmake.read_text() + "# a comment\n")
+    edit(co / "c10/core/unit_01.cpp", "(n / 4)", "(n / 5)")
+    said = build(co, "--cuda", "none", "--explain").stdout
+    assert "CMake configures again first" in said and "c10/core/unit_01.cpp: 1 step(s) (a source file)" in said, said
+    assert re.search(r"plus [\d.]+s of CMake configure \(the median of the earlier builds'\)", said), said
     fresh = build(co, "--cuda", "none", "--debug", "--explain").stdout
     assert "no tree of py" in fresh and "-cpu-debug yet: a build from nothing" in fresh
     assert not (co / ".torchbuild" / "trees").exists() or not any((co / ".torchbuild" / "trees").glob("*debug*"))

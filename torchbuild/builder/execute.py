@@ -174,7 +174,8 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                      f"{' then '.join('`cmake ' + ' '.join(q[1:]) + '`' for q in quick)} in build/, as "
                      f"{'scikit-build-core' if into else 'setup.py'} runs it, without pip (--rerun goes the whole way)"
                      if quick else
-                     f"the whole way through {'setup.py' if 'setup.py' in plan.command[1:3] else 'pip'}: "
+                     f"the whole way through {'pip' if plan.outputs_in_env or not plan.forwards_cmake else 'setup.py'}"
+                     ": "
                      f"{why or 'no cmake on the PATH'}")
         elif edited:
             con.info(f"the whole way: {edited}")

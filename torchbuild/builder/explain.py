@@ -2,8 +2,11 @@
 spends anything. The answer is ninja's own (`ninja -n -d explain` in the configuration's tree: each output it
 would rebuild and the newest input that makes it), grouped by that input; the estimate comes from the
 tree's own record of each step (the longest seen: a compile, not a compiler-cache hit; else .ninja_log's last
-time). Nothing is built, configured or moved. On a terminal, a build estimated over build.confirm_over asks
-first (`confirmed`).
+time), a step it never timed priced at the median of its kind (CUDA, C++, link, codegen) over every tree of
+the checkout, and a configure at the median of the earlier builds' configures (their records). Where CMake
+would run again first, ninja's dry run stops there; the steps behind it are asked through a manifest that
+includes build.ninja (uptodate.past_regeneration). Nothing is built, configured or moved. On a terminal, a
+build estimated over build.confirm_over asks first (`confirmed`).
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from pathlib import Path
 from typing import AbstractSet, Mapping
 
 from .. import console as _console
+from .ownership.cmaketrees import ninja_of
 from .ownership.records import configure_changes, read_marker
 from .ownership.trees import trees_dir
-from .ownership.uptodate import ALWAYS_RUN, NEWEST_INPUT, inputs_stamp, ninja_dry_run
+from .ownership.uptodate import ALWAYS_RUN, NEWEST_INPUT, inputs_stamp, ninja_dry_run, past_regeneration
 from .plan import Plan
 from .profile import Step
 
@@ -41,11 +45,13 @@ def explain(plan: Plan, base_env: Mapping[str, str]) -> tuple[list[str], float |
             return lines + [f"its tree is kept ({kept}): the build switches back to it first, its binaries come back "
                             "without a compile (run `inv build` with these options), then rebuilds what changed since"
                             ], None
-        line, wall = estimate(steps_of(build), None, jobs(plan), "the tree in build/ (the nearest)")
+        line, wall = estimate(steps_of(build), None, jobs(plan), "the tree in build/ (the nearest)",
+                              kind_medians(plan.checkout), configure_seconds(plan))
         return lines + [f"no tree of {plan.key} yet: a build from nothing", line], wall
     changed = configure_changes(marker.get("configure"), plan.configure)  # type: ignore[arg-type]
     if changed:
-        line, wall = estimate(steps_of(build), None, jobs(plan), "this tree's last build")
+        line, wall = estimate(steps_of(build), None, jobs(plan), "this tree's last build",
+                              kind_medians(plan.checkout), configure_seconds(plan))
         return lines + [f"the configuration changed ({'; '.join(changed[:4])}): CMake configures from scratch "
                         "and every step may run again", line], wall
     if marker.get("done") != inputs_stamp(plan):
@@ -54,20 +60,28 @@ def explain(plan: Plan, base_env: Mapping[str, str]) -> tuple[list[str], float |
     asked = ninja_dry_run(build, plan, base_env)
     if asked is None:
         return lines + ["no ninja tree to ask: the build goes the whole way"], None
-    explained = [line for line in asked[0] if not ALWAYS_RUN.fullmatch(line)]
-    steps = [s.split()[-1] for s in asked[1] if not s.startswith(("Regenerating", "No work"))]
+    reconfigure = any(s.startswith("Re-running CMake") for s in asked[1])
+    ninja = ninja_of(build, str(plan.changes.get("PATH") or base_env.get("PATH", ""))) if reconfigure else None
+    behind = past_regeneration(ninja, build) if ninja else None  # ninja -n stops at CMake's run: what follows it
+    if reconfigure:
+        lines.append("CMake configures again first (a file it read changed); the steps below are the tree's as it "
+                     "stands, before that")
+    explained = [line for line in (behind or asked)[0] if not ALWAYS_RUN.fullmatch(line)]
+    steps = [s.split()[-1] for s in (behind or asked)[1] if not s.startswith(("Regenerating", "No work",
+                                                                              "Re-running CMake"))]
     causes, outputs, generators = group(explained, build, plan.checkout)
     rest = [s for s in steps if s not in outputs]
     if rest:
         causes[FED] = len(rest)
-    if not steps:
+    if not steps and not reconfigure:
         return lines + ["ninja has no work in the tree"], 0.0
     lines.append(f"ninja would run {len(steps)} step(s):")
     for cause, count in causes.most_common(8):
         lines.append(f"  {cause}: {count} step(s) ({kind(cause, generators)})")
     if len(causes) > 8:
         lines.append(f"  and {len(causes) - 8} more cause(s): {sum(c for _, c in causes.most_common()[8:])} step(s)")
-    line, wall = estimate(steps_of(build), set(steps), jobs(plan), "this tree's .ninja_log")
+    line, wall = estimate(steps_of(build), set(steps), jobs(plan), "this tree's .ninja_log",
+                          kind_medians(plan.checkout), configure_seconds(plan) if reconfigure else None)
     return lines + [line], wall
 
 
@@ -146,20 +160,68 @@ def jobs(plan: Plan) -> int:
     return max(1, int(plan.changes.get("MAX_JOBS") or 1))
 
 
-def estimate(steps: Mapping[str, float], outputs: set[str] | None, parallel: int, source: str
-             ) -> tuple[str, float | None]:
-    """The estimate's line and wall seconds: the steps' recorded seconds (the median for one never timed),
-    over MAX_JOBS jobs."""
-    if not steps:
-        return "estimate: none (no build of this checkout recorded its steps yet)", None
+KINDS = ("CUDA", "C++", "link", "codegen")
+
+
+def kind_of(output: str) -> str:
+    """A step's kind by its output, as CMake names them: `x.cu.o` nvcc's, `x.o` a C/C++ compile, a library or
+    an executable a link, anything else a generated file."""
+    name = output.rsplit("/", 1)[-1]
+    if ".cu." in name and name.endswith((".o", ".obj")):
+        return "CUDA"
+    if name.endswith((".o", ".obj")):
+        return "C++"
+    if name.endswith((".so", ".a", ".dylib", ".dll", ".lib")) or ".so." in name or "." not in name:
+        return "link"
+    return "codegen"
+
+
+def kind_medians(checkout: Path) -> dict[str, float]:
+    """The median seconds of each kind of step over every tree of the checkout (build/ and the kept ones)."""
+    seen: dict[str, list[float]] = {}
+    for tree in [checkout / "build", *sorted(trees_dir(checkout).glob("*"))]:
+        for output, seconds in steps_of(tree).items():
+            seen.setdefault(kind_of(output), []).append(seconds)
+    return {kind: statistics.median(values) for kind, values in seen.items() if values}
+
+
+RECORDS_READ = 30  # the newest records of the checkout's builds, for the configure's median
+
+
+def configure_seconds(plan: Plan) -> float | None:
+    """The median configure of the builds recorded in the logs (their profiles' configure phase; None: none)."""
+    records = sorted(plan.log.parent.parent.glob("*/*.record.json"), key=lambda p: p.stat().st_mtime)
+    seen = []
+    for record in records[-RECORDS_READ:]:
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
+            for name, seconds in json.loads(record.read_text())["profile"]["phases"]:
+                if name == "configure" and float(seconds) > 0:
+                    seen.append(float(seconds))
+    return statistics.median(seen) if seen else None
+
+
+def estimate(steps: Mapping[str, float], outputs: set[str] | None, parallel: int, source: str,
+             medians: Mapping[str, float] | None = None, configure: float | None = None) -> tuple[str, float | None]:
+    """The estimate's line and wall seconds: the steps' recorded seconds (one never timed at the median of its
+    kind over the checkout's trees, else of all), over MAX_JOBS jobs, and a configure where one runs."""
+    medians = dict(medians or {})
+    if not steps and not medians:
+        return "estimate: none (no build of this checkout recorded its steps yet)", configure
     wanted = list(steps) if outputs is None else sorted(outputs)
-    typical = statistics.median(steps.values())
+    typical = statistics.median(steps.values()) if steps else statistics.median(medians.values())
     timed = [steps[o] for o in wanted if o in steps]
-    work = sum(timed) + typical * (len(wanted) - len(timed))
-    wall = max(work / parallel, max(timed, default=typical))
-    return (f"estimate: {len(wanted)} step(s), {work:.1f}s of compile and link work, about {wall:.1f}s at "
-            f"MAX_JOBS={parallel} if the compiler cache has none of them ({len(timed)} timed in {source}, the rest "
-            f"at its median {typical:.2f}s; the build driver's own time comes on top)"), wall
+    untimed = [o for o in wanted if o not in steps]
+    work = sum(timed) + sum(medians.get(kind_of(o), typical) for o in untimed)
+    wall = max(work / parallel, max(timed, default=typical)) if wanted else 0.0
+    counts = {kind: sum(kind_of(o) == kind for o in wanted) for kind in KINDS}
+    kinds = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
+    line = (f"estimate: {len(wanted)} step(s) ({kinds or 'none'}), {work:.1f}s of compile and link work, about "
+            f"{wall:.1f}s at MAX_JOBS={parallel} if the compiler cache has none of them ({len(timed)} timed in "
+            f"{source}, the rest at their kind's median over this checkout's trees)")
+    if configure:
+        wall += configure
+        line += f", plus {configure:.1f}s of CMake configure (the median of the earlier builds'): about {wall:.1f}s"
+    return line + "; the build driver's own time comes on top", wall
 
 
 def could_take(plan: Plan, over_minutes: float) -> bool:

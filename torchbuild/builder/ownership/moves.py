@@ -224,3 +224,13 @@ def python_side_kept(checkout: Path, recorded: Mapping[str, object]) -> Iterator
                 if not path.is_file() or path.read_bytes() != data:
                     path.write_bytes(data)
                 os.utime(path, ns=(atime, mtime))
+
+
+def editable_record(prefix: Path, checkout: Path) -> Path | None:
+    """The RECORD of the editable install of `checkout` in the env at `prefix` (its direct_url.json names it)."""
+    uri = f'"{checkout.resolve().as_uri()}"'
+    for direct in prefix.glob("lib/python*/site-packages/*.dist-info/direct_url.json"):
+        with contextlib.suppress(OSError):
+            if uri in direct.read_text(errors="replace") and (direct.parent / "RECORD").is_file():
+                return direct.parent / "RECORD"
+    return None

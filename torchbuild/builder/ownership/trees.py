@@ -103,12 +103,11 @@ def unmap(checkout: Path, marker: Mapping[str, object]) -> str | None:
     python), once its compiled files in the checkout are gone: it would import a package without them. The
     env named where it was uninstalled; None where it holds no install of this checkout."""
     from ...run import run
-    from .uptodate import editable_record
 
     configure = marker.get("configure")
     python = Path(str(configure.get("python"))) if isinstance(configure, dict) and configure.get("python") else None
     prefix = python.parent.parent if python else None
-    record = editable_record(prefix, checkout) if prefix and python and python.is_file() else None
+    record = moves.editable_record(prefix, checkout) if prefix and python and python.is_file() else None
     if record is None or python is None:
         return None
     name = record.parent.name.split("-")[0]

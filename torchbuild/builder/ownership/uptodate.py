@@ -20,6 +20,7 @@ from ..plan import Plan
 from ..split import installed_core
 from .changes import worktree_state
 from .cmaketrees import cache_entry, ninja_of
+from .moves import editable_record
 from .records import kept_values
 
 # `ninja -n -d explain` on a tree whose only work is an always-run target (PyTorch's gen_torch_version,
@@ -193,10 +194,17 @@ def globs_unchanged(build: Path) -> bool:
     return res.returncode == 0 and "GLOB mismatch" not in res.stdout + res.stderr
 
 
+# What ninja (1.12 and later) says as a consequence of another line: a target dirty because an input is, and a
+# phony edge with no inputs (always "dirty", runs nothing)
+DERIVED = re.compile(r"ninja explain: (?:.+ is dirty|output .+ of phony edge with no inputs doesn't exist)")
+
+
 def nothing_to_do(explained: list[str] | None) -> bool:
-    """ninja finds no work but always-run targets (PyTorch's gen_torch_version, whose inputs, the commit
-    and the PYTORCH_* variables, the stamp holds); False without ninja or a ninja tree."""
-    return explained is not None and all(ALWAYS_RUN.fullmatch(line) for line in explained)
+    """ninja finds no work but always-run targets (PyTorch's gen_torch_version, spglib's Spglib_GitHash: their
+    inputs, the commit and the variables, the stamp holds) and what follows from them; False without ninja or
+    a ninja tree."""
+    return explained is not None and all(ALWAYS_RUN.fullmatch(line) or DERIVED.fullmatch(line) and not (
+        GLOB_CHECK.search(line) or "build.ninja" in line) for line in explained)  # CMake's own runs are work
 
 
 def installed(plan: Plan, marker: Mapping[str, object] | None = None) -> bool:
@@ -242,16 +250,6 @@ def serving(site: Path, package: str) -> set[Path]:
                 if (root / package).is_dir():
                     found.add((root / package).resolve())
     return found
-
-
-def editable_record(prefix: Path, checkout: Path) -> Path | None:
-    """The RECORD of the editable install of `checkout` in the env at `prefix` (its direct_url.json names it)."""
-    uri = f'"{checkout.resolve().as_uri()}"'
-    for direct in prefix.glob("lib/python*/site-packages/*.dist-info/direct_url.json"):
-        with contextlib.suppress(OSError):
-            if uri in direct.read_text(errors="replace") and (direct.parent / "RECORD").is_file():
-                return direct.parent / "RECORD"
-    return None
 
 
 def env_install_dir(plan: Plan) -> Path | None:
