@@ -19,6 +19,7 @@ from .conftest import REAL_HOME, REPO, copy_project, inv, make_venv
 from .upstreams import PROJECTS, PUBLIC, Project, download, make_patch, make_upstream, serve
 
 pytestmark = [pytest.mark.realworld, pytest.mark.slow]
+HEAVY = "TORCHBUILD_REALWORLD_HEAVY"  # set by `nox -s realworld`: the heavy projects run too
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +45,8 @@ def real_upstream(project: Project, sdists: Path, upstream: Path, monkeypatch: p
 @pytest.mark.slow
 @pytest.mark.parametrize("project", PROJECTS, ids=[p.name for p in PROJECTS])
 def test_clone_patch_build_import_and_call(project: Project, sdists, shared_envs, tmp_path, monkeypatch):
+    if project.heavy and not os.environ.get(HEAVY):
+        pytest.skip(f"{project.name} builds for a minute or more: `nox -s realworld` runs it ({HEAVY}=1)")
     upstream = tmp_path / "upstream"
     url = real_upstream(project, sdists, upstream, monkeypatch)
     proj = copy_project(tmp_path / "proj")

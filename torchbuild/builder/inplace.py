@@ -10,7 +10,7 @@ pyproject.toml, setup.cfg, ...), a new or deleted file, --rerun. `--force` recom
 setuptools builds itself (its own check skips a unit whose header changed).
 
 Where setuptools compiles the extensions itself (pybind's python_example, mmh3: no CMake, no ninja), the
-compiler's depfiles (`-MMD`, in CFLAGS) beside each object of the kept build_temp name every file it read,
+compiler's depfiles (`-MMD`, in CPPFLAGS) beside each object of the kept build_temp name every file it read,
 headers in the env included: a no-op is one whose objects are newer than all of them."""
 
 from __future__ import annotations

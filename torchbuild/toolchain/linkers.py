@@ -128,14 +128,14 @@ def try_link(compiler: str, name: str, env: Mapping[str, str]) -> dict[str, obje
         lib.unlink()
         lto = run([compiler, f"-fuse-ld={name}", "-shared", "-fPIC", "-flto", "-fno-fat-lto-objects", str(src),
                    "-o", str(lib)], capture=True, echo=False, check=False, base_env=dict(env))
-        if lto.returncode == 0 and not any("torchbuild_probe" in name for name in defined_symbols(lib, env)):
+        if lto.returncode == 0 and not any("torchbuild_probe" in symbol for symbol in defined_symbols(lib, env)):
             return {"accepted": False, "problem": f"it links {Path(compiler).name}'s LTO objects (-flto) into a "
                                                   "library without their code: their symbols are missing"}
     return {"accepted": True}
 
 
 def defined_symbols(library: Path, env: Mapping[str, str]) -> set[str]:
-    """The symbols a shared library (or an object) defines, as binutils' nm lists them (empty where nm fails)."""
+    """The dynamic symbols a shared library defines, as binutils' nm lists them (empty where nm fails)."""
     res = run(["nm", "-D", "--defined-only", "--format=just-symbols", str(library)], capture=True, echo=False,
               check=False, base_env=dict(env))
     return set(res.stdout.split()) if res.returncode == 0 else set()

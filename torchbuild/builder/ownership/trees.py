@@ -17,6 +17,7 @@ from typing import Mapping, Sequence
 
 from ...errors import TorchbuildError
 from ...locks import STATE, checkout_lock
+from ...run import run
 from . import cmaketrees, moves
 from .records import FOREIGN, KEY_RE, configured_trees, env_prefix, env_recorded, read_marker, recorded_outputs
 
@@ -102,8 +103,6 @@ def unmap(checkout: Path, marker: Mapping[str, object]) -> str | None:
     """Uninstall the editable install of the checkout from the env the configuration built into (its marker's
     python), once its compiled files in the checkout are gone: it would import a package without them. The
     env named where it was uninstalled; None where it holds no install of this checkout."""
-    from ...run import run
-
     configure = marker.get("configure")
     python = Path(str(configure.get("python"))) if isinstance(configure, dict) and configure.get("python") else None
     prefix = python.parent.parent if python else None

@@ -203,8 +203,8 @@ def nothing_to_do(explained: list[str] | None) -> bool:
     """ninja finds no work but always-run targets (PyTorch's gen_torch_version, spglib's Spglib_GitHash: their
     inputs, the commit and the variables, the stamp holds) and what follows from them; False without ninja or
     a ninja tree."""
-    return explained is not None and all(ALWAYS_RUN.fullmatch(line) or DERIVED.fullmatch(line) and not (
-        GLOB_CHECK.search(line) or "build.ninja" in line) for line in explained)  # CMake's own runs are work
+    return explained is not None and all(ALWAYS_RUN.fullmatch(line) or (DERIVED.fullmatch(line) and not (
+        GLOB_CHECK.search(line) or "build.ninja" in line)) for line in explained)  # CMake's own runs are work
 
 
 def installed(plan: Plan, marker: Mapping[str, object] | None = None) -> bool:
