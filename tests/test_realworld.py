@@ -20,6 +20,7 @@ from .upstreams import PROJECTS, PUBLIC, Project, download, make_patch, make_ups
 
 pytestmark = [pytest.mark.realworld, pytest.mark.slow]
 HEAVY = "TORCHBUILD_REALWORLD_HEAVY"  # set by `nox -s realworld`: the heavy projects run too
+RUN_HEAVY = bool(os.environ.get(HEAVY))  # read at collection: each test's isolation drops TORCHBUILD_* names
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,7 @@ def real_upstream(project: Project, sdists: Path, upstream: Path, monkeypatch: p
 @pytest.mark.slow
 @pytest.mark.parametrize("project", PROJECTS, ids=[p.name for p in PROJECTS])
 def test_clone_patch_build_import_and_call(project: Project, sdists, shared_envs, tmp_path, monkeypatch):
-    if project.heavy and not os.environ.get(HEAVY):
+    if project.heavy and not RUN_HEAVY:
         pytest.skip(f"{project.name} builds for a minute or more: `nox -s realworld` runs it ({HEAVY}=1)")
     upstream = tmp_path / "upstream"
     url = real_upstream(project, sdists, upstream, monkeypatch)
@@ -79,6 +80,27 @@ def test_clone_patch_build_import_and_call(project: Project, sdists, shared_envs
     again = inv("build", root=proj, check=True, timeout=900).stderr  # its build kept: the next is a no-op
     noop = inv("build", root=proj, check=True, timeout=900).stderr
     assert "up to date" in noop, "\n".join([again, noop])
+    if project.own_build_dir:
+        users_tree_survives(project, proj, checkout, python, tmp_path)
+
+
+def users_tree_survives(project: Project, proj: Path, checkout: Path, python: str, tmp_path: Path) -> None:
+    """The user's own `pip install -e .` (its own venv, the project's defaults) builds in the project's build-dir;
+    torchbuild's switch to --debug and back, and its clean, leave that tree where it is, as it was."""
+    venv = make_venv(tmp_path / "users-venv")
+    subprocess.run([str(venv), "-m", "pip", "install", "-q", "scikit-build-core", "pybind11"], check=True)
+    subprocess.run([str(venv), "-m", "pip", "install", "-q", "--no-build-isolation", "-e", "."], cwd=checkout,
+                   check=True, env={**os.environ, "CFLAGS": "-O0", "CXXFLAGS": "-O0", "PYTHONPATH": ""})
+    (tree,) = [p.parent for p in (checkout / project.own_build_dir.split("{")[0]).glob("*/CMakeCache.txt")]
+    before = {p: p.stat().st_mtime_ns for p in tree.rglob("*") if p.is_file()}
+    debug = inv("build", "--debug", root=proj, check=True, timeout=900)
+    assert "debug" in debug.stderr
+    assert "up to date" in inv("build", root=proj, check=True, timeout=900).stderr  # the switch back: kept
+    inv("clean", root=proj, check=True, timeout=300)
+    assert {p: p.stat().st_mtime_ns for p in tree.rglob("*") if p.is_file()} == before  # never touched
+    called = subprocess.run([str(venv), "-c", project.call], cwd=tmp_path, capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": ""})
+    assert called.stdout.strip().splitlines()[-1] == project.expect, called.stderr  # the user's install works
 
 
 def test_matrix_side_by_side_on_a_real_project(sdists, tmp_path, monkeypatch):

@@ -36,6 +36,7 @@ class Project:
     needs_remedy: bool = False  # its CMake asks for < 3.5: CMake 4 needs the remedy
     generated: tuple[str, ...] = ()  # in the sdist, but written by the build and not tracked in the project's repo
     heavy: bool = False  # a minute or more of build: `nox -s realworld` runs it, README's test command does not
+    own_build_dir: str = ""  # its pyproject's build-dir, where the user's own `pip install -e .` puts its tree
 
 
 PROJECTS = [
@@ -51,6 +52,10 @@ PROJECTS = [
     Project("spglib", "2.8.0", "database", "README.md",
             "import spglib; print(spglib.get_spacegroup(([[4.0, 0, 0], [0, 4.0, 0], [0, 0, 4.0]], [[0, 0, 0]], [1])))",
             "Pm-3m (221)", generated=("python/spglib/_version.py",), heavy=True),  # setuptools-scm's write_to
+    # scikit-build-core with its own build-dir (build/{wheel_tag}), C++ with LTO
+    Project("iminuit", "2.33.0", "extern", "README.rst",
+            "from iminuit import Minuit; m = Minuit(lambda x: (x - 2) ** 2, x=0); m.errordef = 1; m.migrad(); "
+            "print(round(m.values['x'], 2))", "2.0", heavy=True, own_build_dir="build/{wheel_tag}"),
 ]
 
 
