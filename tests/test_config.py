@@ -106,3 +106,16 @@ def test_bad_flag_value_names_the_flag(tmp_path):
 def test_unknown_task_flag_is_refused(tmp_path):
     done = inv("clone", "--colour", "blue")
     assert done.returncode != 0 and "--colour" in done.output
+
+
+def test_matrix_envs_stay_out_of_a_checkout_that_is_the_project(tmp_path):
+    """nox's envs (16k files a `matrix` run) go to .nox/ of a project with its own torchbuild.yaml, and into
+    torchbuild's own .torchbuild/ where the project is the checkout itself: never beside its sources."""
+    env = {"HOME": str(tmp_path)}
+    assert load(tmp_path, None).nox_envs == tmp_path.resolve() / ".nox"
+    checkout = tmp_path / "co"
+    (checkout / ".git").mkdir(parents=True)
+    (checkout / "setup.py").write_text("")
+    project = config.project_at(checkout, env)
+    cfg = config.load(project.root, env, None, project.defaults)
+    assert cfg.nox_envs == checkout.resolve() / ".torchbuild" / "nox"

@@ -235,6 +235,15 @@ exit $rc
     assert imported(original)["binary"] == binary
     assert UP_TO_DATE in build(original, *flags).stderr
 
+    # nox run in the checkout (the user's own, or an earlier torchbuild's matrix) leaves its envs in .nox/ (untracked,
+    # thousands of files): none of them is the configuration's, nor read by its build
+    site = original / ".nox" / "build-3-12" / "lib" / "site-packages" / "pkg"
+    site.mkdir(parents=True)
+    for i in range(200):
+        (site / f"mod{i}.py").write_text("x = 1\n")
+    assert ".nox/" in git(original, "status", "--porcelain")
+    assert UP_TO_DATE in build(original, *flags).stderr
+
     # the loop's `cmake --install --strip` calling a library remade within its second "Up-to-date"
     co = original
     checksum = imported(co)["checksum"]

@@ -286,13 +286,13 @@ def build_after_first(cfg: Config, request: BuildRequest, env: Mapping[str, str]
 
 def cores_ahead(cfg: Config, todo: list[tuple[str, str]]) -> dict[str, Path]:
     """The cores `inv matrix` can build itself while nox starts the sessions: for each CUDA of the split
-    sessions to run, the env an earlier run made and filled for one of them (nox's, in .nox/),
+    sessions to run, the env an earlier run made and filled for one of them (nox's, in cfg.nox_envs),
     {cuda: venv}. The sessions find the core being built, wait and take it: nox's start-up is
     off the core's path."""
     if not todo or not (cfg.matrix.split and split_supported(cfg.source_path)):
         return {}
     ready = []
-    for conf in sorted((cfg.root / ".nox").glob("*/pyvenv.cfg")):
+    for conf in sorted(cfg.nox_envs.glob("*/pyvenv.cfg")):
         found = re.search(r"(?m)^version(?:_info)?\s*=\s*(\d+\.\d+)", conf.read_text(errors="replace"))
         venv = conf.parent
         if found and (venv / "bin" / "python").exists() and not installs(cfg, found.group(1), venv)[0]:

@@ -63,7 +63,7 @@ def matrix(cfg: Config, failed: bool = False, sessions: Sequence[str] = (), forc
             con.info(f"{name} runs again: {', '.join(why[name])}")
     jobs, reason = m.budget(cfg, pairs)
     at_once = max(1, min(len(todo), parallel or cfg.matrix.parallel or max(AT_ONCE, jobs)))
-    argv = [sys.executable, "-m", "nox", "--noxfile", str(NOXFILE), "--envdir", str(cfg.root / ".nox"), "-s", *todo]
+    argv = [sys.executable, "-m", "nox", "--noxfile", str(NOXFILE), "--envdir", str(cfg.nox_envs), "-s", *todo]
     argv += ["-j", str(at_once)] if at_once > 1 else []
     argv += ["--", "--force"] if force else []
     con.info(f"{len(todo)} session(s), {at_once} at a time, sharing {jobs} compile jobs: {reason}")

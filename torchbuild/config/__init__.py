@@ -216,6 +216,13 @@ class Config:
         return (self.root / self.source.path).resolve()
 
     @property
+    def nox_envs(self) -> Path:
+        """Where `matrix`'s nox sessions keep their envs: .nox/ of the project, or .torchbuild/nox/ where the
+        project is the checkout itself (16k files a run: never beside its sources, never in its git status)."""
+        root = self.root.resolve()
+        return root / ".torchbuild" / "nox" if self.source_path == root else root / ".nox"
+
+    @property
     def patches_dir(self) -> Path:
         return (self.root / self.patches.dir).resolve()
 

@@ -25,26 +25,30 @@ from .records import OWN
 def worktree(checkout: Path, prefix: str = "") -> dict[str, list[int] | None]:
     """Every file git lists as changed, new or deleted, by size and mtime; a submodule with changes by
     its own files, recursively, whatever its `ignore =` line in .gitmodules says (PyTorch marks several
-    `ignore = dirty`: git status hides their edits)."""
-    out = run(["git", "status", "--porcelain", "-z", "--untracked-files=all", "--ignore-submodules=none"],
-              cwd=checkout, capture=True, echo=False, check=False).stdout
+    `ignore = dirty`: git status hides their edits). torchbuild's and the build's own folders (OWN: build/,
+    nox's .nox/ of `torchbuild matrix`) are left out by pathspec, so git never walks them."""
+    own = [f":(exclude,top){name}" for name in OWN] if not prefix else []
+    out = run(["git", "status", "--porcelain", "-z", "--untracked-files=all", "--ignore-submodules=none", "--",
+               ".", *own], cwd=checkout, capture=True, echo=False, check=False).stdout
     entries: dict[str, list[int] | None] = {}
     fields = iter(out.split("\0"))
     for entry in fields:
         if not entry:
             continue
-        if not prefix and entry[3:].split("/", 1)[0] in OWN:  # torchbuild's and the build's own folders
-            continue
+        name = entry[3:]
         if entry[0] in "RC":  # a rename's second field is where it came from: changed too
             entries[prefix + next(fields, "")] = None
-        path = checkout / entry[3:]
-        if path.is_dir() and (path / ".git").exists():
-            head = run(["git", "rev-parse", "HEAD"], cwd=path, capture=True, echo=False, check=False).stdout
-            entries[prefix + entry[3:]] = [int(head.strip()[:12] or "0", 16)]  # its commit, and its files:
-            entries.update(worktree(path, f"{prefix}{entry[3:]}/"))
+        where = os.path.join(checkout, name)
+        if entry[:2] != "??" and os.path.isdir(where) and os.path.exists(os.path.join(where, ".git")):
+            head = run(["git", "rev-parse", "HEAD"], cwd=Path(where), capture=True, echo=False, check=False).stdout
+            entries[prefix + name] = [int(head.strip()[:12] or "0", 16)]  # its commit, and its files:
+            entries.update(worktree(Path(where), f"{prefix}{name}/"))
             continue
-        st = path.stat() if path.is_file() else None
-        entries[prefix + entry[3:]] = [st.st_size, st.st_mtime_ns] if st else None
+        try:  # untracked entries are files (--untracked-files=all): one stat each, no more
+            st = os.stat(where)
+        except OSError:
+            st = None
+        entries[prefix + name] = [st.st_size, st.st_mtime_ns] if st and not os.path.isdir(where) else None
     return entries
 
 

@@ -28,7 +28,8 @@ FOREIGN = "foreign-"  # a build/ torchbuild did not make, moved aside untouched
 KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+_-]*")
 
 
-OWN = ("build", ".torchbuild", ".git", "dist")  # top-level folders that are never a configuration's files
+OWN = ("build", ".torchbuild", ".git", "dist", ".nox")  # top-level folders never a configuration's files (.nox/:
+# the envs of `torchbuild matrix` run in a checkout, 16k files and gigabytes after one run)
 
 
 Stats = dict[str, list[int]]
