@@ -69,3 +69,32 @@ def test_torchbuild_matrix_runs_the_packaged_sessions_for_a_project_with_config(
     assert (project / ".nox").is_dir() and not (Path(installed).parent.parent / ".nox").exists()
     again = torchbuild(installed, "matrix", cwd=project)
     assert "up to date" in again
+
+
+def test_build_takes_the_lean_path_and_reads_its_flags_as_invoke_does(tmp_path):
+    """`torchbuild build` with long flags runs without importing Invoke (a tenth of a second before a no-op's
+    check); what only Invoke's parser can answer still goes there, and both take the same flags."""
+    import inspect
+
+    from torchbuild import buildflags, tasks
+
+    params = inspect.signature(tasks.build.body).parameters
+    assert {k: p.default for k, p in params.items() if k != "c"} == buildflags.DEFAULTS
+    assert set(tasks.build.help) == set(buildflags.HELP)
+    assert buildflags.parse(["--cuda", "none", "--set", "A=1", "--set=B=2", "--debug", "--dry-run"]) == \
+        {"cuda": "none", "set": ["A=1", "B=2"], "debug": True, "dry_run": True}
+    for odd in (["-c", "none"], ["--help"], ["--bogus"], ["--cuda"], ["--cuda", "--debug"], ["--debug=1"]):
+        assert buildflags.parse(odd) is None, odd
+
+    entry = ("import sys; sys.argv = ['torchbuild', 'build', *sys.argv[1:]]; "
+             "from torchbuild.program import main; main()")
+
+    def command(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-X", "importtime", "-c", entry, *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+    lean = command("--path", str(tmp_path / "nothing-here"), "--cuda", "none")
+    assert lean.returncode != 0 and "| invoke" not in lean.stderr  # torchbuild's own answer, no Invoke
+    assert "nothing-here" in lean.stderr and "Traceback" not in lean.stderr
+    full = command("--bogus")
+    assert full.returncode != 0 and "No idea what '--bogus' is!" in full.stderr and "| invoke" in full.stderr

@@ -11,8 +11,8 @@ from .conftest import REPO, inv
 from .skbuild import make_skbuild_project
 from .test_build import needs_nvcc
 
-TORCHBUILD = [sys.executable, "-c", "import sys; from torchbuild.program import program; sys.argv[0] = 'torchbuild'; "
-              "program.run()"]
+TORCHBUILD = [sys.executable, "-c", "import sys; from torchbuild.program import main; sys.argv[0] = 'torchbuild'; "
+              "main()"]
 
 
 def torchbuild(*args: str, cwd: Path, stdout: int | None = subprocess.PIPE) -> subprocess.CompletedProcess[str]:

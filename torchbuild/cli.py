@@ -60,10 +60,9 @@ def main(root: Path | None, command: str, flags: Mapping[str, Any] | None = None
 
 
 def _exit(code: int) -> None:
+    """Leave with `code` (SystemExit: Invoke lets it through, and the lean path needs no Invoke)."""
     if code:
-        from invoke.exceptions import Exit
-
-        raise Exit(code=code)
+        raise SystemExit(code)
     try:
         sys.stdout.flush()
     except BrokenPipeError:
@@ -73,6 +72,4 @@ def _exit(code: int) -> None:
 def _stdout_closed() -> None:
     """Stop quietly when whoever read stdout closed it: no traceback, exit 0."""
     console.stdout_closed()
-    from invoke.exceptions import Exit
-
-    raise Exit(code=0)
+    raise SystemExit(0)

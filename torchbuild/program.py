@@ -1,25 +1,43 @@
 """The installed `torchbuild` command: Invoke's Program over the same tasks as `inv` in this repo
-(torchbuild/tasks.py), with the project found from the current folder (config.locate)."""
+(torchbuild/tasks.py), with the project found from the current folder (config.locate). `torchbuild build`
+with long flags takes the lean path (buildflags): no Invoke, no task collection, before a no-op's check."""
 
 import sys
-
-from invoke.program import Program
-
-from . import __version__
-from .console import stdout_closed
-from .tasks import namespace
+from typing import Any
 
 
-class TorchbuildProgram(Program):
-    """Invoke's Program, quiet when whoever reads its output stops reading (`torchbuild --list | head`)."""
+def main() -> None:
+    """The command's entry point."""
+    from . import buildflags
 
-    def run(self, argv=None, exit=True):  # type: ignore[no-untyped-def]
+    given = buildflags.parse(sys.argv[2:]) if sys.argv[1:2] == ["build"] else None
+    if given is not None:
         try:
-            return super().run(argv, exit)
+            buildflags.run_build(None, **given)
         except BrokenPipeError:
+            from .console import stdout_closed
+
             stdout_closed()
-            sys.exit(0)
+        sys.exit(0)
+    program().run()
 
 
-program = TorchbuildProgram(namespace=namespace(None), version=__version__, name="torchbuild",
-                            binary="torchbuild", binary_names=["torchbuild"])
+def program() -> Any:
+    """Invoke's Program over the task collection, quiet when whoever reads its output stops reading
+    (`torchbuild --list | head`)."""
+    from invoke.program import Program
+
+    from . import __version__
+    from .console import stdout_closed
+    from .tasks import namespace
+
+    class TorchbuildProgram(Program):
+        def run(self, argv=None, exit=True):  # type: ignore[no-untyped-def]
+            try:
+                return super().run(argv, exit)
+            except BrokenPipeError:
+                stdout_closed()
+                sys.exit(0)
+
+    return TorchbuildProgram(namespace=namespace(None), version=__version__, name="torchbuild",
+                             binary="torchbuild", binary_names=["torchbuild"])

@@ -12,7 +12,7 @@ from typing import Any
 from invoke.collection import Collection
 from invoke.tasks import task
 
-from . import cli
+from . import buildflags, cli
 
 
 def _root(c: Any) -> Path | None:
@@ -74,7 +74,7 @@ def demo(c, path=None, legacy=False, verbose=False, units=None, era="main"):
 
 
 PATCH_HELP = {"path": "the checkout (default: source.path)", "patches": "folder holding `series` (default: patches/)"}
-DRY_RUN = {"dry-run": "print the commands, run nothing"}
+DRY_RUN = buildflags.DRY_RUN
 
 
 @task(name="apply", default=True, help={**PATCH_HELP, **DRY_RUN})
@@ -131,38 +131,15 @@ def doctor(c, json=False):
     cli.main(_root(c), "toolchain.doctor", as_json=json)
 
 
-@task(iterable=["set"], help={
-    "cuda": "CUDA toolkit: 13.0, 13 (newest 13.x), auto, or none for a CPU build",
-    "python": "3.X (a managed env for it) or a path to an interpreter",
-    "env": "a managed env by name (inv env.list)",
-    "debug": "DEBUG=1 build",
-    "rel-with-deb-info": "REL_WITH_DEB_INFO=1 build",
-    "jobs": "MAX_JOBS (default: from cores and free memory)",
-    "arch": "TORCH_CUDA_ARCH_LIST, e.g. \"8.0;9.0\" (default: local GPUs, else the toolkit's)",
-    "wheel": "build a wheel into dist/ (local version +git<sha7>.cu130 / .cpu)",
-    "clean": "start this configuration's tree from scratch",
-    "set": "KEY=VALUE for the build environment (repeatable), e.g. --set USE_DISTRIBUTED=0",
-    "force": "build a combination the compatibility table rejects",
-    "path": "the checkout (default: source.path)",
-    "dist": "folder for --wheel (default: dist/)",
-    "rerun": "run the build command even when everything is up to date",
-    "part": "core or python: one half of the split build (BUILD_LIBTORCH_WHL / BUILD_PYTHON_ONLY)",
-    "record": "print the record of the last build (commit, patches, packages, tools, environment) and exit",
-    "profile": "print where the last build's time went (phases, slowest units and links) and its timeline",
-    "explain": "say what the build would run and why (grouped by cause), and about how long; build nothing",
-    "yes": "do not ask before a build estimated over build.confirm_over minutes",
-    **DRY_RUN,
-    "verbose": "stream the build's raw output",
-})
+@task(iterable=["set"], help=buildflags.HELP)
 def build(c, cuda=None, python=None, env=None, debug=False, rel_with_deb_info=False, jobs=None, arch=None,
           wheel=False, clean=False, set=None, force=False, path=None, dist=None, rerun=False, dry_run=False,
           verbose=False, record=False, part="all", profile=False, explain=False, yes=False):
     """Build the checkout incrementally (develop mode) for one Python x CUDA, with ccache and logs."""
-    cli.main(_root(c), "build.build", verbose=verbose, flags={
-        "build.cuda": cuda, "build.python": python, "build.jobs": jobs, "build.arch": arch, "source.path": path,
-    }, debug=debug, rel_with_deb_info=rel_with_deb_info, wheel=wheel, clean=clean, sets=set or [], env_name=env,
-        force=force, dry_run=dry_run, dist=dist, rerun=rerun, show_record=record, part=part,
-        show_profile=profile, explain=explain, yes=yes)
+    buildflags.run_build(_root(c), cuda=cuda, python=python, env=env, debug=debug, rel_with_deb_info=rel_with_deb_info,
+                         jobs=jobs, arch=arch, wheel=wheel, clean=clean, set=set, force=force, path=path, dist=dist,
+                         rerun=rerun, dry_run=dry_run, verbose=verbose, record=record, part=part, profile=profile,
+                         explain=explain, yes=yes)
 
 
 @task(help={
