@@ -20,7 +20,7 @@ LAYERS = [
     {"doctor", "matrix", "ci"},
     {"commands"},
     {"cli"},
-    {"tasks", "noxfile"},
+    {"buildflags", "tasks", "noxfile"},
     {"program"},
 ]
 
