@@ -3,33 +3,38 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import time
+from pathlib import Path
 
-from bench.measure import INV, Bench, repeat, timed
+from bench.measure import INV, NVCC, Bench, repeat, timed
 
 
 def explain(self: Bench) -> None:
     """The demo at --units N (setup.py era), built once from an empty compiler cache (the tree records each
-    step), then the header every scaled unit includes edited: `--explain` is timed (it runs no compiler), its
-    estimate taken, and the build that follows timed; the same after a configuration change (a code-generation
-    flag every unit sees), whose estimate comes from the tree's last build. Both changes miss the compiler
-    cache, as the estimate assumes."""
+    step), then: the header every scaled unit includes edited; a configuration change (a code-generation flag
+    every unit sees), whose estimate comes from the tree's last build; a new configuration's first build
+    (--debug: a tree of its own, priced from the other tree's steps by kind, configure included); and, with
+    nvcc, the first CUDA build (its nvcc steps never timed in any tree). `--explain` is timed (it runs no
+    compiler), its estimate taken, and the build that follows timed. Every change misses the compiler cache,
+    as the estimate assumes."""
     units = 200 if self.quick else 1000
     checkout, env = self.demo("explain", units)
-    build = INV + ["build", "--path", str(checkout), "--cuda", "none"]
-    timed(build, env)
+    build = INV + ["build", "--path", str(checkout)]
+    timed(build + ["--cuda", "none"], env)
     header = checkout / "c10/include/c10/util/scaled.h"
-    rows = {}
     # changes the compiler cache cannot serve: code in the header (a comment preprocesses away, and ccache
     # would hit), a code-generation flag (an unused -D would hit too)
     edit = "\nnamespace c10 { inline long tb_bench_edit() { return 1; } }\n"
-    for label, change in (("the shared header edited", None), ("a configuration change", "-fno-omit-frame-pointer")):
-        if change is None:
+    cases = [("the shared header edited", ["--cuda", "none"]),
+             ("a configuration change", ["--cuda", "none", "--set", "CXXFLAGS=-fno-omit-frame-pointer"]),
+             ("a new configuration's first build (--debug)", ["--cuda", "none", "--debug"])]
+    if NVCC.exists():
+        cases.append(("the first CUDA build", ["--cuda", "13.0"]))
+    for label, args in cases:
+        if label == "the shared header edited":
             header.write_text(header.read_text() + edit)
-            args: list[str] = []
-        else:
-            args = ["--set", f"CXXFLAGS={change}"]
         said = ""
 
         def ask(i: int, args: list[str] = args) -> float:
@@ -41,12 +46,17 @@ def explain(self: Bench) -> None:
 
         cost = repeat(self.reps, ask)
         estimate = re.findall(r"about ([\d.]+)s", said)  # the last: configure included where one runs
+        # the estimate is for a cache that has none of the steps: make it so (the first CUDA build's C++
+        # units are the CPU build's, which the cache would otherwise serve)
+        shutil.rmtree(Path(env["TORCHBUILD_PATHS_CACHE_DIR"]) / "ccache", ignore_errors=True)
         actual = timed(build + args, env)
         if estimate:
-            rows[label] = float(estimate[-1])
-            self.record(f"explain: estimate vs actual, {label}", {"median": rows[label], "min": rows[label],
-                        "max": rows[label], "n": 1}, {"median": actual, "min": actual, "max": actual, "n": 1},
-                        "0.7 - 1.3", "--explain's estimate", "the build's wall time")
+            guess = float(estimate[-1])
+            self.record(f"explain: estimate vs actual, {label}", {"median": guess, "min": guess, "max": guess,
+                        "n": 1}, {"median": actual, "min": actual, "max": actual, "n": 1}, "0.7 - 1.3",
+                        "--explain's estimate", "the build's wall time")
+        else:
+            print(f"explain: no estimate for {label}:\n{said}", flush=True)
         self.results[f"explain: --explain itself, {label} (s)"] = {**cost, "target": "<= 1"}
         print(f"explain: --explain took {cost['median']:.2f}s ({label})", flush=True)
 
@@ -55,8 +65,6 @@ def core_hits(self: Bench) -> None:
     """Two trees of one checkout that differ only in the Python (issue 33): the second tree's compiles of the
     core (everything but the Python extension's minitorch/csrc/), from ccache's stats log of that build, hit
     what the first tree's build put into the cache."""
-    from pathlib import Path
-
     checkout, env = self.demo("core-hits", 24)
     env, pythons = {**env, "TORCHBUILD_BUILD_CUDA": "none"}, ["3.11", "3.12"]
     for python in pythons:

@@ -1,4 +1,5 @@
-"""PyTorch main's shape (scikit-build-core): the no-op, the edit loop and the switch back, at 1000 units."""
+"""Both build drivers' shapes (the demo's eras: scikit-build-core as PyTorch main, setup.py as 2.13), under the
+conditions a PyTorch developer's checkout has: the no-op, the edit loop and the switch back, at 1000 units."""
 
 from __future__ import annotations
 
@@ -13,22 +14,50 @@ from torchbuild.demo import make_upstream
 
 
 def main_era(self: Bench) -> None:
-    """`inv demo --era main --units N` built with debug info (REL_WITH_DEB_INFO=1), one checkout built by
+    """PyTorch main's shape (scikit-build-core), run as `inv build`."""
+    era_figures(self, "main", INV, "main era")
+
+
+def driver_shapes(self: Bench) -> None:
+    """Both drivers' shapes as a developer meets them (issue 41): the installed `torchbuild` command (its
+    start-up counts), and the checkout holding a `nox` run's envs (16k files in an ignored .nox/)."""
+    program = Path(sys.executable).parent / "torchbuild"
+    argv = [str(program)] if program.is_file() else INV
+    for era in ("main", "2.13"):
+        era_figures(self, era, argv, f"{era} driver, .nox/ and torchbuild's command", leftovers=True)
+
+
+def nox_leftovers(checkout: Path, files: int = 16000) -> None:
+    """A nox run's envs in the checkout, as git is told to ignore them: 16 envs of 1000 small files."""
+    for i in range(files):
+        folder = checkout / ".nox" / f"build-3-{i // 1000}" / "lib" / "site-packages" / f"pkg{i % 1000 // 100}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"m{i % 100}.py").write_text("x = 1\n")
+    with open(checkout / ".git" / "info" / "exclude", "a") as exclude:
+        exclude.write("/.nox/\n")
+
+
+def era_figures(self: Bench, era: str, program: list[str], label: str, leftovers: bool = False) -> None:
+    """`inv demo --era ERA --units N` built with debug info (REL_WITH_DEB_INFO=1), one checkout built by
     torchbuild and one by hand (`pip install -e . -v --no-build-isolation` in the same env, the compiler cache
     shared so the hand build's first run costs no compiles): (1) the no-op, (2) one core .cpp edited until
     importable again, (3) switching back to a configuration built before (--debug, then release, then
     --debug again) against building that configuration fresh; the binaries are checked after each switch."""
     units = 200 if self.quick else 1000
-    up = make_upstream(self.work / "era-up", units=units, era="main")
+    tag = f"{era}{'-real' if leftovers else ''}"
+    up = make_upstream(self.work / f"era-up-{tag}", units=units, era=era)
     base = {k: v for k, v in self.env.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    cache = self.work / "era-cache"
+    cache = self.work / f"era-cache-{tag}"
     env = {**base, "TORCHBUILD_PATHS_CACHE_DIR": str(cache), "REL_WITH_DEB_INFO": "1"}
     python = self.work / "envs" / f"py{sys.version_info[0]}.{sys.version_info[1]}" / "bin" / "python"
-    ours, plain = self.work / "era-ours", self.work / "era-plain"
+    ours, plain = self.work / f"era-ours-{tag}", self.work / f"era-plain-{tag}"
     for co in (ours, plain):
         timed(INV + ["clone", "--url", up.url("pytorch"), "--path", str(co)], env)
-    first = timed(INV + ["build", "--path", str(ours), "--cuda", "none"], env)
-    self.results["main era: first build (s)"] = {"median": first, "target": "-"}
+        if leftovers:
+            nox_leftovers(co)
+    build_release = program + ["build", "--path", str(ours), "--cuda", "none"]
+    first = timed(build_release, env)
+    self.results[f"{label}: first build (s)"] = {"median": first, "target": "-"}
     plain_env = {**env, "CCACHE_DIR": str(cache / "ccache"), "CCACHE_BASEDIR": str(plain),
                  "PATH": f"{Path(sys.executable).parent}:{env['PATH']}", "MAX_JOBS": str(os.cpu_count() or 1)}
     by_hand = [str(python), "-m", "pip", "install", "-e", ".", "-v", "--no-build-isolation", "--no-deps"]
@@ -42,15 +71,15 @@ def main_era(self: Bench) -> None:
 
     def noop(way: str) -> float:
         co = ours if way == "ours" else plain
-        argv = INV + ["build", "--path", str(co), "--cuda", "none"] if way == "ours" else by_hand
+        argv = build_release if way == "ours" else by_hand
         return timed(argv, env if way == "ours" else plain_env, cwd=co)
 
     # the two checkouts share the env: each way's no-op runs after its own install (the other's would be stale)
-    timed(INV + ["build", "--path", str(ours), "--cuda", "none"], env)
+    timed(build_release, env)
     ours_noop = repeat(self.reps, lambda i: noop("ours"))
     timed(by_hand, plain_env, cwd=plain)
     plain_noop = repeat(self.reps, lambda i: noop("plain"))
-    self.record("main era: no-op", ours_noop, plain_noop, "<= 0.05", "inv build, nothing changed",
+    self.record(f"{label}: no-op", ours_noop, plain_noop, "<= 0.05", "inv build, nothing changed",
                 "pip install -e . -v --no-build-isolation, nothing changed")
 
     unit = f"c10/core/unit_{units // 2:02d}.cpp"
@@ -64,14 +93,13 @@ def main_era(self: Bench) -> None:
         state(co)
         return time.perf_counter() - start
 
-    timed(INV + ["build", "--path", str(ours), "--cuda", "none"], env)
+    timed(build_release, env)
     ours_loop = repeat(self.reps, lambda i: loop("ours", i))
     timed(by_hand, plain_env, cwd=plain)
     plain_loop = repeat(self.reps, lambda i: loop("plain", i))
-    self.record("main era: one .cpp edited to importable", ours_loop, plain_loop, "<= 0.3",
-                "inv build (CMake's build and install into the env)", "pip install -e . by hand")
+    self.record(f"{label}: one .cpp edited to importable", ours_loop, plain_loop, "<= 0.3",
+                "inv build", "pip install -e . by hand")
 
-    build_release = INV + ["build", "--path", str(ours), "--cuda", "none"]
     timed(build_release, env)
     release = state(ours)
     fresh = timed(build_release + ["--debug"], env)
@@ -85,6 +113,6 @@ def main_era(self: Bench) -> None:
         assert state(ours) == debug
         return took
 
-    self.record("main era: switch back to a built configuration", repeat(self.reps, switch),
+    self.record(f"{label}: switch back to a built configuration", repeat(self.reps, switch),
                 {"median": fresh, "min": fresh, "max": fresh, "n": 1}, "<= 0.1",
                 "inv build --debug after release (its binaries back into the env)", "inv build --debug, fresh")
