@@ -327,13 +327,19 @@ def test_dry_run_prints_the_plan_and_runs_nothing(small_demo, tmp_path, monkeypa
     assert not Path(os.environ["TORCHBUILD_PATHS_LOGS"]).exists()
 
 
-def test_pytorchs_debug_variables_in_the_shell_choose_the_build_type(small_demo):
+def test_pytorchs_variables_in_the_shell_choose_the_build_type_and_its_jobs(small_demo):
     shown = build(small_demo, "--cuda", "none", "--dry-run", env={"DEBUG": "1"})
     assert "DEBUG=1 in the environment: a debug build" in shown.stderr and "cpu-debug" in shown.output
     assert "cpu-relwithdebinfo" in build(small_demo, "--cuda", "none", "--dry-run",
                                          env={"REL_WITH_DEB_INFO": "1"}).output
     flag = build(small_demo, "--cuda", "none", "--dry-run", "--rel-with-deb-info", env={"DEBUG": "1"})
     assert "cpu-relwithdebinfo" in flag.output and "in the environment" not in flag.stderr  # the flag wins
+    assert "MAX_JOBS:    1 (MAX_JOBS in the environment" in build(small_demo, "--cuda", "none", "--dry-run",
+                                                                  env={"MAX_JOBS": "1"}).stdout
+    assert "MAX_JOBS:    3 (--jobs" in build(small_demo, "--cuda", "none", "--dry-run", "--jobs", "3",
+                                             env={"MAX_JOBS": "1"}).stdout
+    bad = build(small_demo, "--cuda", "none", "--dry-run", env={"MAX_JOBS": "lots"}, check=False)
+    assert bad.returncode != 0 and "MAX_JOBS=lots in the environment is not a number" in bad.stderr
 
 
 def test_changed_configuration_reconfigures_the_tree(small_demo):

@@ -146,8 +146,14 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
         if facts.host_cxx:
             changes["CUDAHOSTCXX"] = facts.host_cxx
     jobs, memory = opts.jobs, system.available_memory(cfg.build.memory_gb)
+    shell_jobs = base_env.get("MAX_JOBS", "").strip()
     if jobs:
         jobs_reason = f"{jobs} (--jobs / build.jobs)"
+    elif shell_jobs and not facts.jobserver:  # as PyTorch's docs tell developers to cap a build's memory
+        if not shell_jobs.isdigit() or int(shell_jobs) < 1:
+            raise TorchbuildError(f"MAX_JOBS={shell_jobs} in the environment is not a number of jobs",
+                                  "set it to a whole number (MAX_JOBS=4), or unset it to let torchbuild choose")
+        jobs, jobs_reason = int(shell_jobs), f"{shell_jobs} (MAX_JOBS in the environment; --jobs wins)"
     else:
         chosen = system.choose_jobs(os.cpu_count() or 1, memory, toolkit is not None,
                                     per_job(facts.unit_peaks.get(key, {})))
