@@ -38,7 +38,7 @@ def fresh_discovery():
     """Discovery caches results per process; each test starts without them."""
     from torchbuild.toolchain import compilers, cuda, python
 
-    for cached in (cuda.probe, python.probe, compilers._version):
+    for cached in (cuda.probe, python.probe, compilers._version_of):
         cached.cache_clear()
     yield
 
@@ -62,6 +62,7 @@ def isolated_env(tmp_path_factory, monkeypatch, request):
     monkeypatch.setenv("GIT_COMMITTER_NAME", "Test")
     monkeypatch.setenv("GIT_COMMITTER_EMAIL", "test@example.invalid")
     monkeypatch.setenv("TORCHBUILD_GIT_RETRY_DELAY", "0")
+    monkeypatch.setenv("TORCHBUILD_WARM", "0")  # no warm process outlives a test (test_warm's own are stopped)
     for key, value in NO_MKL.items():
         monkeypatch.setenv(key, value)
     (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n[advice]\n\tdetachedHead = false\n")

@@ -20,7 +20,7 @@ LAYERS = [
     {"doctor", "matrix", "ci"},
     {"commands"},
     {"cli"},
-    {"buildflags", "tasks", "noxfile"},
+    {"buildflags", "warm", "tasks", "noxfile"},
     {"program"},
 ]
 

@@ -1,6 +1,7 @@
 """The installed `torchbuild` command: Invoke's Program over the same tasks as `inv` in this repo
 (torchbuild/tasks.py), with the project found from the current folder (config.locate). `torchbuild build`
-with long flags takes the lean path (buildflags): no Invoke, no task collection, before a no-op's check."""
+with long flags takes the lean path (buildflags): no Invoke, no task collection, before a no-op's check;
+a warm process (warm.py) that has the build path imported runs it where one is there."""
 
 import sys
 from typing import Any
@@ -12,12 +13,19 @@ def main() -> None:
 
     given = buildflags.parse(sys.argv[2:]) if sys.argv[1:2] == ["build"] else None
     if given is not None:
+        from . import warm
+
+        code = warm.ask(sys.argv)
+        if code is not None:
+            sys.exit(code)
         try:
             buildflags.run_build(None, **given)
         except BrokenPipeError:
             from .console import stdout_closed
 
             stdout_closed()
+        finally:
+            warm.start()
         sys.exit(0)
     program().run()
 

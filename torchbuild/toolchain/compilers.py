@@ -44,8 +44,14 @@ def max_gcc(cuda_version: str) -> int | None:
     return best
 
 
-@functools.lru_cache(maxsize=None)
 def _version(cc: str) -> str | None:
+    """The compiler's version, asked once per file as it is (a warm process keeps the answers: warm.py)."""
+    st = os.stat(cc)
+    return _version_of(os.path.realpath(cc), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+@functools.lru_cache(maxsize=None)
+def _version_of(cc: str, size: int, mtime: int, inode: int) -> str | None:
     res = run([cc, "-dumpfullversion", "-dumpversion"], capture=True, echo=False, check=False)
     out = res.stdout.strip().splitlines()
     return out[0] if res.returncode == 0 and out and re.match(r"^\d+", out[0]) else None

@@ -1,0 +1,128 @@
+"""The warm process behind the installed `torchbuild build` (warm.py): the build runs in a fork of a process
+that has the build path imported, with the command's terminal, folder and environment, and says, builds
+and stops exactly as the command itself would."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from .test_build import _compilers_in, _wait_for, compiled, last_log, run_python, shared, small_demo  # noqa: F401
+
+pytestmark = pytest.mark.slow
+ENTRY = "import sys; sys.argv = ['torchbuild', 'build', *sys.argv[1:]]; from torchbuild.program import main; main()"
+
+
+@pytest.fixture
+def warm(tmp_path, monkeypatch):
+    """Warm processes on, their sockets in a folder of this test's; a `git` that notes which process ran it
+    (the check's `git status`); every warm process of the test stopped at its end."""
+    runtime, bin_dir = Path(tempfile.mkdtemp(prefix="tbw-")), tmp_path / "bin"  # short: a socket's name is
+    bin_dir.mkdir()  # 107 bytes at most
+    calls = tmp_path / "git-callers"
+    (bin_dir / "git").write_text(f"#!/bin/sh\ntr '\\0' ' ' < /proc/$PPID/cmdline >> {calls}\necho >> {calls}\n"
+                                 f"exec {shutil.which('git')} \"$@\"\n")
+    (bin_dir / "git").chmod(0o755)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    monkeypatch.setenv("TORCHBUILD_WARM", "1")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    yield runtime, calls
+    for pid in _warm_processes(runtime):
+        os.kill(pid, signal.SIGTERM)
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+def _warm_processes(runtime: Path) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and str(runtime) in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def command(checkout: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", ENTRY, "--path", str(checkout), "--cuda", "none", *args],
+                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+                          env={**os.environ, **env})
+
+
+def ran_warm(calls: Path, runtime: Path) -> bool:
+    """Whether the last command's check (its `git status`) ran in a warm process: a fork keeps its parent's
+    command line (the build's own git calls run under setup.py or CMake)."""
+    lines = calls.read_text().splitlines() if calls.exists() else []
+    calls.unlink(missing_ok=True)
+    return any(str(runtime) in line for line in lines)
+
+
+def wait_for_socket(runtime: Path) -> None:
+    deadline = time.monotonic() + 30
+    while not list(runtime.glob("torchbuild-*/warm-*.sock")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert list(runtime.glob("torchbuild-*/warm-*.sock")), "no warm process was left for the next build"
+
+
+def test_a_build_runs_warm_and_says_builds_and_fails_as_the_command_would(small_demo, warm):  # noqa: F811
+    runtime, calls = warm
+    first = command(small_demo)
+    assert first.returncode == 0 and "cpu-release built in" in first.stderr, first.stderr
+    assert not ran_warm(calls, runtime)  # nothing warm yet: the command ran it, and left one for the next
+    wait_for_socket(runtime)
+    (folder,) = runtime.glob("torchbuild-*")
+    assert folder.stat().st_mode & 0o077 == 0  # this user's only
+
+    served = command(small_demo)
+    assert ran_warm(calls, runtime)
+    cold = command(small_demo, TORCHBUILD_WARM="0")
+    assert not ran_warm(calls, runtime)
+    assert "up to date" in served.stderr and served.returncode == cold.returncode == 0
+
+    def timeless(text: str) -> str:
+        return re.sub(r"\d+\.\d+s", "Ns", text)
+
+    assert timeless(served.stderr) == timeless(cold.stderr) and served.stdout == cold.stdout
+
+    unit = small_demo / "c10/core/unit_01.cpp"
+    unit.write_text(unit.read_text().replace("return work<1>(n)", "return 1 + work<1>(n)"))
+    edited = command(small_demo, TORCHBUILD_BUILD_JOBS="1")  # the command's environment is the build's
+    assert ran_warm(calls, runtime) and edited.returncode == 0, edited.stderr
+    assert "with MAX_JOBS=1" in edited.stderr and len(compiled(last_log(small_demo))) == 1
+    assert run_python("import minitorch; print(minitorch.checksum())", small_demo.parent) == "132876"
+
+    wrong, wrong_cold = (command(small_demo, "--jobs", "none-such", TORCHBUILD_WARM=on) for on in ("1", "0"))
+    assert wrong.returncode == wrong_cold.returncode != 0 and wrong.stderr == wrong_cold.stderr
+    assert "none-such" in wrong.stderr and "Traceback" not in wrong.stderr
+
+
+def test_ctrl_c_or_a_killed_command_stops_the_warm_build_and_its_compilers(small_demo, warm, monkeypatch):  # noqa: F811
+    runtime, calls = warm
+    monkeypatch.setenv("TORCHBUILD_PATHS_CACHE_DIR", str(small_demo.parent / "cold-cache"))  # really compile
+    assert command(small_demo).returncode == 0
+    wait_for_socket(runtime)
+    logs = Path(os.environ["TORCHBUILD_PATHS_LOGS"])
+    for flag, stop in (("-DTB_WARM_A=1", signal.SIGINT), ("-DTB_WARM_B=1", signal.SIGKILL)):
+        proc = subprocess.Popen([sys.executable, "-c", ENTRY, "--path", str(small_demo), "--cuda", "none",
+                                 "--jobs", "2", "--set", f"CXXFLAGS={flag}"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        _wait_for(logs, r"\[\d+/\d+\] Building CXX", proc)
+        time.sleep(0.5)
+        proc.send_signal(stop)
+        _, err = proc.communicate(timeout=60)
+        if stop == signal.SIGINT:
+            assert proc.returncode == 130 and "interrupted" in err, err
+        assert ran_warm(calls, runtime)
+        deadline = time.monotonic() + 10
+        while _compilers_in(small_demo) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _compilers_in(small_demo) == []  # the command killed: its warm build stopped as on Ctrl-C

@@ -1,0 +1,243 @@
+"""A warm `torchbuild build`: the installed command's build path, imported once and forked per build.
+
+Importing the build path costs ~70 ms against a no-op's ~30 ms of checking. After a `torchbuild build`
+with long flags, a warm process stays (`python -m torchbuild.warm`, 15 idle minutes, TORCHBUILD_WARM_IDLE)
+behind a socket in a folder only this user can open ($XDG_RUNTIME_DIR or $TMPDIR/torchbuild-UID).
+The next such build hands it the terminal (stdin, stdout, stderr, as descriptors), its folder, its whole
+environment, umask and argv; the warm process forks, and the child runs the same code the command
+would, as the command would: a child of a process that imported and ran nothing. The command waits for
+its exit code and passes on Ctrl-C, SIGTERM and SIGHUP; if the command dies, the child stops as on
+Ctrl-C. The socket's name is a digest of the interpreter, sys.path and every file of the package, so an
+edit, an upgrade or another env never meets a process holding other code. TORCHBUILD_WARM=0 turns it off;
+any failure to reach one runs the build in the command itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+import zlib
+from pathlib import Path
+from typing import Any, Callable
+
+IDLE = 15 * 60
+HEADER = struct.Struct("!I")
+SERVING = False  # set in a forked child: it runs the build itself
+
+
+def enabled() -> bool:
+    return not SERVING and os.environ.get("TORCHBUILD_WARM", "1") != "0" and hasattr(socket, "send_fds")
+
+
+def folder() -> Path | None:
+    """This user's private socket folder, made if missing; None if it is anyone else's or open to others."""
+    base = os.environ.get("XDG_RUNTIME_DIR") or os.environ.get("TMPDIR") or "/tmp"
+    path = Path(base) / f"torchbuild-{os.getuid()}"
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        st = path.lstat()
+    except OSError:
+        return None
+    if st.st_uid != os.getuid() or st.st_mode & 0o077 or not path.is_dir() or path.is_symlink():
+        return None
+    return path
+
+
+def code_key() -> str:
+    """A digest of the interpreter, its flags, sys.path, the environment its start reads (PYTHON*, locale),
+    and each file of the package (name, size, mtime)."""
+    package = Path(__file__).resolve().parent
+    started = sorted((k, v) for k, v in os.environ.items() if k.startswith(("PYTHON", "LC_")) or k == "LANG")
+    parts = [os.path.realpath(sys.executable), json.dumps([sys.path, started, repr(sys.flags), sys.warnoptions,
+                                                             sorted(map(str, sys._xoptions.items()))])]
+    for top, dirs, files in os.walk(package):
+        dirs[:] = sorted(d for d in dirs if d not in ("__pycache__", "demo_project"))
+        for name in sorted(files):
+            if name.endswith((".py", ".yaml")):
+                st = os.stat(os.path.join(top, name))
+                parts.append(f"{os.path.join(top, name)}:{st.st_size}:{st.st_mtime_ns}")
+    text = "\n".join(parts).encode()
+    return f"{zlib.crc32(text):08x}{zlib.adler32(text):08x}"
+
+
+def address() -> Path | None:
+    where = folder()
+    path = where / f"warm-{code_key()}.sock" if where else None
+    return path if path and len(os.fsencode(path)) <= 107 else None  # a unix socket's name: 107 bytes at most
+
+
+def ask(argv: list[str]) -> int | None:
+    """Run `argv` in a warm process and return its exit code; None where none answered (nothing ran)."""
+    path = address() if enabled() else None
+    if path is None:
+        return None
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        for fd in (0, 1, 2):
+            os.fstat(fd)  # a closed descriptor: the command runs the build itself
+        conn.connect(str(path))
+        body = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), "path": sys.path,
+                           "umask": _umask(), "encoding": [sys.stdout.encoding, sys.stdout.errors]}).encode()
+        socket.send_fds(conn, [HEADER.pack(len(body))], [0, 1, 2])
+        conn.sendall(body)
+        pid = _read_int(conn)
+    except (OSError, AttributeError):
+        conn.close()
+        return None
+    if pid is None:  # it closed before forking: nothing ran
+        return None
+
+    def forward(signum: int, frame: object) -> None:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, forward)
+    code = _read_int(conn)
+    return 1 if code is None else code  # the child died without a word (killed): as the command would
+
+
+def start() -> None:
+    """Leave a warm process for the next build, unless one is there (or it is off)."""
+    path = address() if enabled() else None
+    if path is None or _answers(path):
+        return
+    import subprocess
+
+    subprocess.Popen([sys.executable, "-c", "import sys; from torchbuild import program, warm; "
+                                            "warm.serve(sys.argv[1:], program.main)",
+                      str(path), json.dumps(sys.path)], cwd=str(path.parent), stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+
+
+def serve(args: list[str], main: Callable[[], None]) -> None:
+    """The warm process: import the build path, then fork a child per request (it runs `main`, the
+    command's) until idle."""
+    path = Path(args[0])
+    sys.path[:] = json.loads(args[1])  # the command's, not this folder's
+    from . import buildflags, cli, compat, config, run  # noqa: F401 - imported once, for every child
+    from .commands import build  # noqa: F401
+    from .toolchain import compilers
+
+    compat.releases()  # its table parsed once (the file is part of the socket's name)
+    compilers.discover(os.environ)  # their versions asked once (kept by each compiler file's stat)
+    if _answers(path):
+        return
+    path.unlink(missing_ok=True)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(8)
+    server.settimeout(float(os.environ.get("TORCHBUILD_WARM_IDLE") or IDLE))
+    inode = path.stat().st_ino
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children reap themselves
+    while True:
+        try:
+            conn, _ = server.accept()
+        except socket.timeout:
+            break
+        try:
+            header, fds, _, _ = socket.recv_fds(conn, HEADER.size, 3)
+            request = json.loads(_read_exactly(conn, HEADER.unpack(header)[0]))
+        except (OSError, ValueError, struct.error):
+            conn.close()
+            continue
+        if os.fork() == 0:
+            server.close()
+            _child(conn, fds, request, main)
+        conn.close()
+        for fd in fds:
+            os.close(fd)
+    with contextlib.suppress(OSError):
+        if path.stat().st_ino == inode:  # still ours, not a newer process's
+            path.unlink()
+
+
+def _child(conn: socket.socket, fds: list[int], request: dict[str, Any], main: Callable[[], None]) -> None:
+    """Become the command: its descriptors, folder, environment, umask, sys.path and argv; run it."""
+    import threading
+
+    global SERVING
+    SERVING = True
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    encoding, errors = request["encoding"]
+    sys.stdin = open(0, encoding=encoding, errors=errors, closefd=False)
+    sys.stdout = open(1, "w", encoding=encoding, errors=errors, buffering=1 if os.isatty(1) else -1, closefd=False)
+    sys.stderr = open(2, "w", encoding=encoding, errors="backslashreplace", buffering=1, closefd=False)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.umask(request["umask"])
+    sys.path[:] = request["path"]
+    sys.argv = list(request["argv"])
+    conn.sendall(HEADER.pack(os.getpid()))
+
+    def watch() -> None:  # the command gone (killed): stop as on Ctrl-C
+        with contextlib.suppress(OSError):
+            if not conn.recv(1):
+                os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=watch, daemon=True).start()
+    code = 1
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException:  # noqa: BLE001 - as the interpreter would: the traceback, exit 1
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # done: the command leaving now is no stop
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        with contextlib.suppress(OSError):
+            conn.sendall(HEADER.pack(code & 0xFF))
+        os._exit(code & 0xFF)
+
+
+def _answers(path: Path) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _read_int(conn: socket.socket) -> int | None:
+    data = _read_exactly(conn, HEADER.size)
+    return HEADER.unpack(data)[0] if len(data) == HEADER.size else None
+
+
+def _read_exactly(conn: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
