@@ -3,8 +3,13 @@
 with long flags takes the lean path (buildflags): no Invoke, no task collection, before a no-op's check;
 a warm process (warm.py) that has the build path imported runs it where one is there."""
 
+from __future__ import annotations
+
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # no typing module on the lean path
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def main() -> None:

@@ -15,15 +15,18 @@ any failure to reach one runs the build in the command itself.
 from __future__ import annotations
 
 import contextlib
-import json
+import marshal
 import os
 import signal
 import socket
+import stat
 import struct
 import sys
 import zlib
-from pathlib import Path
-from typing import Any, Callable
+
+TYPE_CHECKING = False  # the command's side imports no more than it needs (typing, pathlib, json: 6 ms)
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 IDLE = 15 * 60
 HEADER = struct.Struct("!I")
@@ -34,16 +37,17 @@ def enabled() -> bool:
     return not SERVING and os.environ.get("TORCHBUILD_WARM", "1") != "0" and hasattr(socket, "send_fds")
 
 
-def folder() -> Path | None:
+def folder() -> str | None:
     """This user's private socket folder, made if missing; None if it is anyone else's or open to others."""
     base = os.environ.get("XDG_RUNTIME_DIR") or os.environ.get("TMPDIR") or "/tmp"
-    path = Path(base) / f"torchbuild-{os.getuid()}"
+    path = os.path.join(base, f"torchbuild-{os.getuid()}")
     try:
-        path.mkdir(mode=0o700, exist_ok=True)
-        st = path.lstat()
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path, 0o700)
+        st = os.lstat(path)
     except OSError:
         return None
-    if st.st_uid != os.getuid() or st.st_mode & 0o077 or not path.is_dir() or path.is_symlink():
+    if st.st_uid != os.getuid() or st.st_mode & 0o077 or not stat.S_ISDIR(st.st_mode):  # a link is no folder
         return None
     return path
 
@@ -51,10 +55,10 @@ def folder() -> Path | None:
 def code_key() -> str:
     """A digest of the interpreter, its flags, sys.path, the environment its start reads (PYTHON*, locale),
     and each file of the package (name, size, mtime)."""
-    package = Path(__file__).resolve().parent
+    package = os.path.dirname(os.path.realpath(__file__))
     started = sorted((k, v) for k, v in os.environ.items() if k.startswith(("PYTHON", "LC_")) or k == "LANG")
-    parts = [os.path.realpath(sys.executable), json.dumps([sys.path, started, repr(sys.flags), sys.warnoptions,
-                                                             sorted(map(str, sys._xoptions.items()))])]
+    parts = [os.path.realpath(sys.executable), repr([sys.path, started, sys.flags, sys.warnoptions,
+                                                     sorted(map(str, sys._xoptions.items()))])]
     for top, dirs, files in os.walk(package):
         dirs[:] = sorted(d for d in dirs if d not in ("__pycache__", "demo_project"))
         for name in sorted(files):
@@ -65,9 +69,9 @@ def code_key() -> str:
     return f"{zlib.crc32(text):08x}{zlib.adler32(text):08x}"
 
 
-def address() -> Path | None:
+def address() -> str | None:
     where = folder()
-    path = where / f"warm-{code_key()}.sock" if where else None
+    path = os.path.join(where, f"warm-{code_key()}.sock") if where else None
     return path if path and len(os.fsencode(path)) <= 107 else None  # a unix socket's name: 107 bytes at most
 
 
@@ -80,9 +84,9 @@ def ask(argv: list[str]) -> int | None:
     try:
         for fd in (0, 1, 2):
             os.fstat(fd)  # a closed descriptor: the command runs the build itself
-        conn.connect(str(path))
-        body = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), "path": sys.path,
-                           "umask": _umask(), "encoding": [sys.stdout.encoding, sys.stdout.errors]}).encode()
+        conn.connect(path)
+        body = marshal.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), "path": sys.path,
+                              "umask": _umask(), "encoding": [sys.stdout.encoding, sys.stdout.errors]})
         socket.send_fds(conn, [HEADER.pack(len(body))], [0, 1, 2])
         conn.sendall(body)
         pid = _read_int(conn)
@@ -111,15 +115,17 @@ def start() -> None:
 
     subprocess.Popen([sys.executable, "-c", "import sys; from torchbuild import program, warm; "
                                             "warm.serve(sys.argv[1:], program.main)",
-                      str(path), json.dumps(sys.path)], cwd=str(path.parent), stdin=subprocess.DEVNULL,
+                      path, repr(sys.path)], cwd=os.path.dirname(path), stdin=subprocess.DEVNULL,
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
 
 
 def serve(args: list[str], main: Callable[[], None]) -> None:
     """The warm process: import the build path, then fork a child per request (it runs `main`, the
     command's) until idle."""
-    path = Path(args[0])
-    sys.path[:] = json.loads(args[1])  # the command's, not this folder's
+    import ast
+
+    path = args[0]
+    sys.path[:] = ast.literal_eval(args[1])  # the command's, not this folder's
     from . import buildflags, cli, compat, config, run  # noqa: F401 - imported once, for every child
     from .commands import build  # noqa: F401
     from .toolchain import compilers
@@ -128,12 +134,13 @@ def serve(args: list[str], main: Callable[[], None]) -> None:
     compilers.discover(os.environ)  # their versions asked once (kept by each compiler file's stat)
     if _answers(path):
         return
-    path.unlink(missing_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(path))
+    server.bind(path)
     server.listen(8)
     server.settimeout(float(os.environ.get("TORCHBUILD_WARM_IDLE") or IDLE))
-    inode = path.stat().st_ino
+    inode = os.stat(path).st_ino
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children reap themselves
     while True:
         try:
@@ -142,8 +149,8 @@ def serve(args: list[str], main: Callable[[], None]) -> None:
             break
         try:
             header, fds, _, _ = socket.recv_fds(conn, HEADER.size, 3)
-            request = json.loads(_read_exactly(conn, HEADER.unpack(header)[0]))
-        except (OSError, ValueError, struct.error):
+            request = marshal.loads(_read_exactly(conn, HEADER.unpack(header)[0]))
+        except (OSError, ValueError, EOFError, TypeError, struct.error):
             conn.close()
             continue
         if os.fork() == 0:
@@ -153,8 +160,8 @@ def serve(args: list[str], main: Callable[[], None]) -> None:
         for fd in fds:
             os.close(fd)
     with contextlib.suppress(OSError):
-        if path.stat().st_ino == inode:  # still ours, not a newer process's
-            path.unlink()
+        if os.stat(path).st_ino == inode:  # still ours, not a newer process's
+            os.unlink(path)
 
 
 def _child(conn: socket.socket, fds: list[int], request: dict[str, Any], main: Callable[[], None]) -> None:
@@ -210,10 +217,10 @@ def _child(conn: socket.socket, fds: list[int], request: dict[str, Any], main: C
         os._exit(code & 0xFF)
 
 
-def _answers(path: Path) -> bool:
+def _answers(path: str) -> bool:
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        probe.connect(str(path))
+        probe.connect(path)
         return True
     except OSError:
         return False

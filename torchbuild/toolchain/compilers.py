@@ -57,15 +57,21 @@ def _version_of(cc: str, size: int, mtime: int, inode: int) -> str | None:
     return out[0] if res.returncode == 0 and out and re.match(r"^\d+", out[0]) else None
 
 
+COMPILER = re.compile(r"(gcc|clang)(-\d+)?")
+
+
 def discover(env: Mapping[str, str]) -> list[Compiler]:
     """gcc/g++ pairs (plain and -N suffixed) and clang/clang++ on PATH, default gcc first."""
     found: dict[Path, Compiler] = {}
     for folder in env.get("PATH", "").split(os.pathsep):
         d = Path(folder or ".")
-        if not d.is_dir():
+        try:
+            names = [e.name for e in os.scandir(d) if e.name.startswith(("gcc", "clang"))]  # /usr/bin: 2000+
+        except OSError:
             continue
-        for cc in sorted(d.glob("gcc*")) + sorted(d.glob("clang*")):
-            m = re.fullmatch(r"(gcc|clang)(-\d+)?", cc.name)
+        for name in sorted(names, key=lambda n: (not n.startswith("gcc"), n)):
+            cc = d / name
+            m = COMPILER.fullmatch(name)
             if not m:
                 continue
             cxx = d / (("g++" if m.group(1) == "gcc" else "clang++") + (m.group(2) or ""))
