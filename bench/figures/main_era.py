@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.measure import INV, Bench, repeat, timed
+from bench.measure import INV, ROOT, Bench, repeat, timed
 from torchbuild.demo import make_upstream
 
 
@@ -20,11 +20,22 @@ def main_era(self: Bench) -> None:
 
 def driver_shapes(self: Bench) -> None:
     """Both drivers' shapes as a developer meets them (issue 41): the installed `torchbuild` command (its
-    start-up counts), and the checkout holding a `nox` run's envs (16k files in an ignored .nox/)."""
-    program = Path(sys.executable).parent / "torchbuild"
-    argv = [str(program)] if program.is_file() else INV
+    start-up counts; after its first build a warm process serves the next), and the checkout holding a `nox`
+    run's envs (16k files in an ignored .nox/)."""
+    argv = [str(installed_command(self.work / "installed"))]
     for era in ("main", "2.13"):
         era_figures(self, era, argv, f"{era} driver, .nox/ and torchbuild's command", leftovers=True)
+
+
+def installed_command(root: Path) -> Path:
+    """torchbuild's wheel in a venv of its own, as `pip install .` or pipx give it to a user (not this
+    repo's editable install, whose import hook costs every start 9 ms); its `torchbuild`."""
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(root / "dist"), str(ROOT)],
+                   check=True)
+    (wheel,) = (root / "dist").glob("torchbuild-*.whl")
+    subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True)
+    subprocess.run([str(root / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)], check=True)
+    return root / "venv" / "bin" / "torchbuild"
 
 
 def nox_leftovers(checkout: Path, files: int = 16000) -> None:
