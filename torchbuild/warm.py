@@ -7,8 +7,9 @@ The next such build hands it the terminal (stdin, stdout, stderr, as descriptors
 environment, umask and argv; the warm process forks, and the child runs the same code the command
 would, as the command would: a child of a process that imported and ran nothing. The command waits for
 its exit code and passes on Ctrl-C, SIGTERM and SIGHUP; if the command dies, the child stops as on
-Ctrl-C. The socket's name is a digest of the interpreter, sys.path and every file of the package, so an
-edit, an upgrade or another env never meets a process holding other code. TORCHBUILD_WARM=0 turns it off;
+Ctrl-C. The socket's name is a digest of the interpreter, sys.path, what a process keeps from its start
+(PYTHON* and locale variables, ulimits, CPU affinity, niceness, groups) and every file of the package, so
+an edit, an upgrade, another env or `ulimit -v` never meets a process that differs. TORCHBUILD_WARM=0 turns it off;
 any failure to reach one runs the build in the command itself.
 """
 
@@ -53,12 +54,19 @@ def folder() -> str | None:
 
 
 def code_key() -> str:
-    """A digest of the interpreter, its flags, sys.path, the environment its start reads (PYTHON*, locale),
-    and each file of the package (name, size, mtime)."""
+    """A digest of what a process keeps from its start: the interpreter, its flags, sys.path, the
+    environment its start reads (PYTHON*, locale), its limits, CPUs, niceness and groups; and each file
+    of the package (name, size, mtime)."""
+    import resource
+
     package = os.path.dirname(os.path.realpath(__file__))
     started = sorted((k, v) for k, v in os.environ.items() if k.startswith(("PYTHON", "LC_")) or k == "LANG")
+    limits = [resource.getrlimit(getattr(resource, name)) for name in sorted(dir(resource))
+              if name.startswith("RLIMIT_")]
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     parts = [os.path.realpath(sys.executable), repr([sys.path, started, sys.flags, sys.warnoptions,
-                                                     sorted(map(str, sys._xoptions.items()))])]
+                                                     sorted(map(str, sys._xoptions.items())), limits, cpus,
+                                                     os.getpriority(os.PRIO_PROCESS, 0), os.getgroups()])]
     for top, dirs, files in os.walk(package):
         dirs[:] = sorted(d for d in dirs if d not in ("__pycache__", "demo_project"))
         for name in sorted(files):
