@@ -241,6 +241,13 @@ def passthrough(argv: Sequence[str], env: Mapping[str, str]) -> int:
     return subprocess.call(list(argv), env=dict(env))
 
 
+def detached(argv: Sequence[str], cwd: str) -> None:
+    """Start `argv` in a session of its own on /dev/null and leave it running: a process that outlives the
+    command that started it (warm.py's), out of reach of its terminal's Ctrl-C."""
+    subprocess.Popen(list(argv), cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+
+
 def install_signal_handlers() -> None:
     """Turn SIGTERM and SIGHUP into the same clean stop as Ctrl-C (main thread only)."""
 

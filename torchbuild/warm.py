@@ -119,12 +119,11 @@ def start() -> None:
     path = address() if enabled() else None
     if path is None or _answers(path):
         return
-    import subprocess
+    from .run import detached
 
-    subprocess.Popen([sys.executable, "-c", "import sys; from torchbuild import program, warm; "
-                                            "warm.serve(sys.argv[1:], program.main)",
-                      path, repr(sys.path)], cwd=os.path.dirname(path), stdin=subprocess.DEVNULL,
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+    detached([sys.executable, "-c", "import sys; from torchbuild import program, warm; "
+                                    "warm.serve(sys.argv[1:], program.main)", path, repr(sys.path)],
+             cwd=os.path.dirname(path))
 
 
 def serve(args: list[str], main: Callable[[], None]) -> None:
