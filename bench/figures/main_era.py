@@ -55,6 +55,7 @@ def era_figures(self: Bench, era: str, program: list[str], label: str, leftovers
     importable again, (3) switching back to a configuration built before (--debug, then release, then
     --debug again) against building that configuration fresh; the binaries are checked after each switch."""
     units = 200 if self.quick else 1000
+    ran = "inv build" if program == INV else "torchbuild build"
     tag = f"{era}{'-real' if leftovers else ''}"
     up = make_upstream(self.work / f"era-up-{tag}", units=units, era=era)
     base = {k: v for k, v in self.env.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -90,7 +91,7 @@ def era_figures(self: Bench, era: str, program: list[str], label: str, leftovers
     ours_noop = repeat(self.reps, lambda i: noop("ours"))
     timed(by_hand, plain_env, cwd=plain)
     plain_noop = repeat(self.reps, lambda i: noop("plain"))
-    self.record(f"{label}: no-op", ours_noop, plain_noop, "<= 0.05", "inv build, nothing changed",
+    self.record(f"{label}: no-op", ours_noop, plain_noop, "<= 0.05", f"{ran}, nothing changed",
                 "pip install -e . -v --no-build-isolation, nothing changed")
 
     unit = f"c10/core/unit_{units // 2:02d}.cpp"
@@ -109,7 +110,7 @@ def era_figures(self: Bench, era: str, program: list[str], label: str, leftovers
     timed(by_hand, plain_env, cwd=plain)
     plain_loop = repeat(self.reps, lambda i: loop("plain", i))
     self.record(f"{label}: one .cpp edited to importable", ours_loop, plain_loop, "<= 0.3",
-                "inv build", "pip install -e . by hand")
+                ran, "pip install -e . by hand")
 
     timed(build_release, env)
     release = state(ours)
@@ -126,4 +127,4 @@ def era_figures(self: Bench, era: str, program: list[str], label: str, leftovers
 
     self.record(f"{label}: switch back to a built configuration", repeat(self.reps, switch),
                 {"median": fresh, "min": fresh, "max": fresh, "n": 1}, "<= 0.1",
-                "inv build --debug after release (its binaries back into the env)", "inv build --debug, fresh")
+                f"{ran} --debug after release (its binaries back into the env)", f"{ran} --debug, fresh")
