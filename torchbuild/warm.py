@@ -15,6 +15,7 @@ any failure to reach one runs the build in the command itself.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import marshal
 import os
@@ -216,6 +217,8 @@ def _child(conn: socket.socket, fds: list[int], request: dict[str, Any], main: C
         traceback.print_exc()
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # done: the command leaving now is no stop
+        with contextlib.suppress(Exception):
+            atexit._run_exitfuncs()  # what the interpreter's exit would do (temporary folders), before the word
         with contextlib.suppress(OSError, ValueError):
             sys.stdout.flush()
             sys.stderr.flush()
