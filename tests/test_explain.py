@@ -37,6 +37,8 @@ def test_explain_names_the_cause_counts_the_steps_and_builds_nothing(small_demo)
     assert "c10/core/unit_01.cpp: 1 step(s) (a source file)" in said  # edited last: its newest input
     assert re.search(r"estimate: \d+ step\(s\) \(\d+ C\+\+(, \d+ link)?\), [\d.]+s of compile and link work, "
                      r"about [\d.]+s at MAX_JOBS=\d", said), said  # counted by kind, each priced at its kind's
+    assert re.search(r"plus [\d.]+s around the compile \(the build driver, install, packaging: the median of the "
+                     r"earlier builds that went the same way\): about [\d.]+s$", said.strip()), said  # the first's
     done = build(co, "--cuda", "none")
     compiles = int(re.search(r"(\d+) compile step\(s\)", done.stderr).group(1))
     assert compiles == int(header.group(1)) + 1  # what ninja said it would compile, it compiled

@@ -46,15 +46,16 @@ def explain(plan: Plan, base_env: Mapping[str, str]) -> tuple[list[str], float |
                             "without a compile (run `inv build` with these options), then rebuilds what changed since"
                             ], None
         line, wall = estimate(steps_of(build), None, jobs(plan), "the tree in build/ (the nearest)",
-                              kind_medians(plan.checkout), configure_seconds(plan))
+                              kind_medians(plan.checkout), configure_seconds(plan), driver_seconds(plan, True))
         return lines + [f"no tree of {plan.key} yet: a build from nothing", line], wall
     changed = configure_changes(marker.get("configure"), plan.configure)  # type: ignore[arg-type]
     if changed:
         line, wall = estimate(steps_of(build), None, jobs(plan), "this tree's last build",
-                              kind_medians(plan.checkout), configure_seconds(plan))
+                              kind_medians(plan.checkout), configure_seconds(plan), driver_seconds(plan, True))
         return lines + [f"the configuration changed ({'; '.join(changed[:4])}): CMake configures from scratch "
                         "and every step may run again", line], wall
-    if marker.get("done") != inputs_stamp(plan):
+    whole_way = marker.get("done") != inputs_stamp(plan)
+    if whole_way:
         lines.append("the inputs changed since the last complete build (commit, the build's own files or "
                      "variables): it goes the whole way through the build driver")
     asked = ninja_dry_run(build, plan, base_env)
@@ -81,7 +82,8 @@ def explain(plan: Plan, base_env: Mapping[str, str]) -> tuple[list[str], float |
     if len(causes) > 8:
         lines.append(f"  and {len(causes) - 8} more cause(s): {sum(c for _, c in causes.most_common()[8:])} step(s)")
     line, wall = estimate(steps_of(build), set(steps), jobs(plan), "this tree's .ninja_log",
-                          kind_medians(plan.checkout), configure_seconds(plan) if reconfigure else None)
+                          kind_medians(plan.checkout), configure_seconds(plan) if reconfigure else None,
+                          driver_seconds(plan, whole_way))
     return lines + [line], wall
 
 
@@ -188,22 +190,45 @@ def kind_medians(checkout: Path) -> dict[str, float]:
 RECORDS_READ = 30  # the newest records of the checkout's builds, for the configure's median
 
 
-def configure_seconds(plan: Plan) -> float | None:
-    """The median configure of the builds recorded in the logs (their profiles' configure phase; None: none)."""
+def recorded(plan: Plan) -> list[tuple[dict[str, float], float]]:
+    """The newest successful builds recorded in the logs: each one's phases (name -> seconds) and wall time."""
     records = sorted(plan.log.parent.parent.glob("*/*.record.json"), key=lambda p: p.stat().st_mtime)
-    seen = []
+    found = []
     for record in records[-RECORDS_READ:]:
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
-            for name, seconds in json.loads(record.read_text())["profile"]["phases"]:
-                if name == "configure" and float(seconds) > 0:
-                    seen.append(float(seconds))
+            data = json.loads(record.read_text())
+            if data.get("result") == "ok":
+                found.append(({str(n): float(s) for n, s in data["profile"]["phases"]}, float(data["seconds"])))
+    return found
+
+
+def configure_seconds(plan: Plan) -> float | None:
+    """The median configure of the builds recorded in the logs (their profiles' configure phase; None: none)."""
+    seen = [phases["configure"] for phases, _ in recorded(plan) if phases.get("configure", 0) > 0]
+    return statistics.median(seen) if seen else None
+
+
+SHORTCUTS = ("cmake --build", "build_ext in place")  # the phase a build that skipped the driver names
+
+
+def driver_seconds(plan: Plan, whole_way: bool) -> float | None:
+    """The build driver's own time (pip, the backend or setup.py, CMake's install, packaging: all but the
+    configure and ninja's compile and link), the median of the recorded builds that went the same way (the
+    whole way, or ninja's shortcut; the other way's where none did); None: no build recorded."""
+    ways: dict[bool, list[float]] = {True: [], False: []}
+    for phases, seconds in recorded(plan):
+        own = seconds - phases.get("configure", 0.0) - phases.get("compile and link", 0.0)
+        ways[not any(name in phases for name in SHORTCUTS)].append(max(own, 0.0))
+    seen = ways[whole_way] or ways[not whole_way]
     return statistics.median(seen) if seen else None
 
 
 def estimate(steps: Mapping[str, float], outputs: set[str] | None, parallel: int, source: str,
-             medians: Mapping[str, float] | None = None, configure: float | None = None) -> tuple[str, float | None]:
+             medians: Mapping[str, float] | None = None, configure: float | None = None,
+             driver: float | None = None) -> tuple[str, float | None]:
     """The estimate's line and wall seconds: the steps' recorded seconds (one never timed at the median of its
-    kind over the checkout's trees, else of all), over MAX_JOBS jobs, and a configure where one runs."""
+    kind over the checkout's trees, else of all), over MAX_JOBS jobs, a configure where one runs, and the
+    build driver's own time."""
     medians = dict(medians or {})
     if not steps and not medians:
         return "estimate: none (no build of this checkout recorded its steps yet)", configure
@@ -218,10 +243,17 @@ def estimate(steps: Mapping[str, float], outputs: set[str] | None, parallel: int
     line = (f"estimate: {len(wanted)} step(s) ({kinds or 'none'}), {work:.1f}s of compile and link work, about "
             f"{wall:.1f}s at MAX_JOBS={parallel} if the compiler cache has none of them ({len(timed)} timed in "
             f"{source}, the rest at their kind's median over this checkout's trees)")
+    extra = []
     if configure:
         wall += configure
-        line += f", plus {configure:.1f}s of CMake configure (the median of the earlier builds'): about {wall:.1f}s"
-    return line + "; the build driver's own time comes on top", wall
+        extra.append(f"{configure:.1f}s of CMake configure (the median of the earlier builds')")
+    if driver is not None:
+        wall += driver
+        extra.append(f"{driver:.1f}s around the compile (the build driver, install, packaging: the median of "
+                     "the earlier builds that went the same way)")
+    if extra:
+        line += f", plus {' and '.join(extra)}: about {wall:.1f}s"
+    return line + ("" if driver is not None else "; the build driver's own time comes on top"), wall
 
 
 def could_take(plan: Plan, over_minutes: float) -> bool:
