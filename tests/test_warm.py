@@ -126,3 +126,25 @@ def test_ctrl_c_or_a_killed_command_stops_the_warm_build_and_its_compilers(small
         while _compilers_in(small_demo) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _compilers_in(small_demo) == []  # the command killed: its warm build stopped as on Ctrl-C
+
+
+def test_the_socket_name_changes_with_the_code_and_with_what_a_process_keeps_from_its_start(tmp_path):
+    """A warm process never serves a command that differs from the one that started it: the socket is named
+    by the package's files, the interpreter's start-up environment and the process's limits."""
+    copy = tmp_path / "pkg"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "torchbuild", copy / "torchbuild",
+                    ignore=shutil.ignore_patterns("__pycache__", "demo_project"))
+
+    def key(*shell: str, **env: str) -> str:
+        script = f"{' '.join(shell)} {sys.executable} -c 'from torchbuild import warm; print(warm.code_key())'"
+        return subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path,
+                              env={**os.environ, "PYTHONPATH": str(copy), **env}).stdout.strip()
+
+    first = key()
+    assert key() == first  # the same command: the same process serves it
+    module = copy / "torchbuild" / "builder" / "execute.py"
+    module.write_text(module.read_text() + "\n")
+    edited = key()
+    assert edited != first
+    assert key(PYTHONUTF8="1") != edited and key(LC_ALL="C") != edited
+    assert key("ulimit -n 512;") != edited and key("nice -n 5") != edited
