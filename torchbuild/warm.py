@@ -1,16 +1,17 @@
 """A warm `torchbuild build`: the installed command's build path, imported once and forked per build.
 
 Importing the build path costs ~70 ms against a no-op's ~30 ms of checking. After a `torchbuild build`
-with long flags, a warm process stays (`python -m torchbuild.warm`, 15 idle minutes, TORCHBUILD_WARM_IDLE)
-behind a socket in a folder only this user can open ($XDG_RUNTIME_DIR or $TMPDIR/torchbuild-UID).
-The next such build hands it the terminal (stdin, stdout, stderr, as descriptors), its folder, its whole
-environment, umask and argv; the warm process forks, and the child runs the same code the command
-would, as the command would: a child of a process that imported and ran nothing. The command waits for
-its exit code and passes on Ctrl-C, SIGTERM and SIGHUP; if the command dies, the child stops as on
-Ctrl-C. The socket's name is a digest of the interpreter, sys.path, what a process keeps from its start
-(PYTHON* and locale variables, ulimits, CPU affinity, niceness, groups) and every file of the package, so
-an edit, an upgrade, another env or `ulimit -v` never meets a process that differs. TORCHBUILD_WARM=0 turns it off;
-any failure to reach one runs the build in the command itself.
+with long flags, a warm process stays (15 idle minutes, TORCHBUILD_WARM_IDLE) behind a socket in a
+folder only this user can open ($XDG_RUNTIME_DIR or $TMPDIR, then torchbuild-UID). The next such build
+hands it the terminal (stdin, stdout, stderr, as descriptors), its folder, its whole environment, umask,
+sys.path and argv; the warm process forks, and the child runs the same code the command would, as the
+command would: a child of a process that imported and ran nothing. The command waits for its exit code
+and passes on Ctrl-C, SIGTERM and SIGHUP; if the command dies, the child stops as on Ctrl-C. The
+socket's name is a digest of the interpreter, sys.path, what a process keeps from its start (PYTHON* and
+locale variables, ulimits, CPU affinity, niceness, groups) and every file of the package, so an edit, an
+upgrade, another env or `ulimit -v` never meets a process that differs. TORCHBUILD_WARM=0 turns it off
+(on a CI runner, CI set, it is off unless TORCHBUILD_WARM=1); any failure to reach one runs the build in
+the command itself.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ SERVING = False  # set in a forked child: it runs the build itself
 
 
 def enabled() -> bool:
-    return not SERVING and os.environ.get("TORCHBUILD_WARM", "1") != "0" and hasattr(socket, "send_fds")
+    """On unless TORCHBUILD_WARM=0; off by default on a CI runner (CI set), where no next build comes."""
+    wanted = os.environ.get("TORCHBUILD_WARM", "0" if os.environ.get("CI") else "1") != "0"
+    return wanted and not SERVING and hasattr(socket, "send_fds")
 
 
 def folder() -> str | None:
