@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 import shlex
@@ -46,9 +47,20 @@ def missed(stats_log: str) -> list[str]:
 
 
 def compile_commands(build: Path) -> dict[str, str]:
-    """Each source's compile command in the tree (compile_commands.json), by resolved path."""
+    """Each source's compile command in the tree (compile_commands.json), by resolved path; read once a
+    process while the file stays as it is (PyTorch's holds ~10k commands: a build asks twice)."""
+    path = build / "compile_commands.json"
+    try:
+        st = path.stat()
+    except OSError:
+        return {}
+    return dict(_compile_commands(str(path), st.st_mtime_ns, st.st_size, st.st_ino))
+
+
+@functools.lru_cache(maxsize=8)
+def _compile_commands(path: str, mtime: int, size: int, inode: int) -> dict[str, str]:
     with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-        entries = json.loads((build / "compile_commands.json").read_text())
+        entries = json.loads(Path(path).read_text())
         return {str((Path(e["directory"]) / e["file"]).resolve()): str(e["command"]) for e in entries}
     return {}
 
