@@ -20,7 +20,8 @@ def main() -> None:
     if given is not None:
         from . import warm
 
-        code = warm.ask(sys.argv)
+        where = warm.address()  # asked once: the same for the start below
+        code = warm.ask(where, sys.argv)
         if code is not None:
             sys.exit(code)
         try:
@@ -30,7 +31,7 @@ def main() -> None:
 
             stdout_closed()
         finally:
-            warm.start()
+            warm.start(where)
         sys.exit(0)
     program().run()
 

@@ -82,14 +82,15 @@ def code_key() -> str:
 
 
 def address() -> str | None:
-    where = folder()
+    """The socket of the warm process for this command; None where it is off or no private folder is there."""
+    where = folder() if enabled() else None
     path = os.path.join(where, f"warm-{code_key()}.sock") if where else None
     return path if path and len(os.fsencode(path)) <= 107 else None  # a unix socket's name: 107 bytes at most
 
 
-def ask(argv: list[str]) -> int | None:
-    """Run `argv` in a warm process and return its exit code; None where none answered (nothing ran)."""
-    path = address() if enabled() else None
+def ask(path: str | None, argv: list[str]) -> int | None:
+    """Run `argv` in the warm process at `path` and return its exit code; None where none answered (nothing
+    ran)."""
     if path is None:
         return None
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -118,9 +119,8 @@ def ask(argv: list[str]) -> int | None:
     return 1 if code is None else code  # the child died without a word (killed): as the command would
 
 
-def start() -> None:
-    """Leave a warm process for the next build, unless one is there (or it is off)."""
-    path = address() if enabled() else None
+def start(path: str | None) -> None:
+    """Leave a warm process at `path` for the next build, unless one is there (or it is off: None)."""
     if path is None or _answers(path):
         return
     from .run import detached

@@ -46,8 +46,8 @@ def max_gcc(cuda_version: str) -> int | None:
 
 def _version(cc: str) -> str | None:
     """The compiler's version, asked once per file as it is (a warm process keeps the answers: warm.py)."""
-    st = os.stat(cc)
-    return _version_of(os.path.realpath(cc), st.st_size, st.st_mtime_ns, st.st_ino)
+    st = os.stat(cc)  # the file it runs (through its links): another file, another answer
+    return _version_of(cc, st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 @functools.lru_cache(maxsize=None)
