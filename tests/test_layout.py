@@ -16,7 +16,7 @@ LAYERS = [
     {"git"},
     {"patches", "envs", "demo"},
     {"builder"},
-    {"summary", "freshness", "nightly"},
+    {"summary", "freshness", "nightly", "bisection"},
     {"doctor", "matrix", "ci"},
     {"commands"},
     {"cli"},

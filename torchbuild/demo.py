@@ -125,10 +125,11 @@ BUILD_CLONES: dict[str, tuple[str, dict[str, str]]] = {
 PYTORCH_HOSTS = {"nccl": "https://github.com/NVIDIA/nccl", "gitlab/eigen": "https://gitlab.com/libeigen/eigen"}
 
 
-def git(repo: Path, *args: str) -> str:
-    """Run git quietly in a demo repo with a fixed identity; return stdout."""
+def git(repo: Path, *args: str, date: str | None = None) -> str:
+    """Run git quietly in a demo repo with a fixed identity (and commit date); return stdout."""
+    dated = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else {}
     return run(["git", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false", *args], cwd=repo,
-               env=IDENTITY, capture=True, echo=False).stdout.strip()
+               env={**IDENTITY, **dated}, capture=True, echo=False).stdout.strip()
 
 
 @dataclass
@@ -160,8 +161,8 @@ class Upstream:
     def head(self, name: str) -> str:
         return git(self.repo(name), "rev-parse", "HEAD")
 
-    def commit(self, name: str, files: Mapping[str, str | bytes], message: str) -> str:
-        """Write `files` into repo `name` and commit them."""
+    def commit(self, name: str, files: Mapping[str, str | bytes], message: str, date: str | None = None) -> str:
+        """Write `files` into repo `name` and commit them (at `date`, git's format, else now)."""
         repo = self.repo(name)
         for rel, content in files.items():
             path = repo / rel
@@ -171,7 +172,7 @@ class Upstream:
             else:
                 path.write_text(content)
         git(repo, "add", "-A", *files)
-        git(repo, "commit", "-q", "-m", message)
+        git(repo, "commit", "-q", "-m", message, date=date)
         return self.head(name)
 
     def link(self, parent: str, path: str, child: str, url: str | None = None) -> str:
@@ -326,3 +327,57 @@ def make_upstream(root: Path, url_base: str | None = None,
         for path, sub in LAYOUT[name]:
             up.link(name, path, sub)
     return up
+
+
+# `inv bisect`'s history: commits on the demo's pytorch repo as PyTorch's main branch mixes them (Python-only,
+# one C++ unit, the header every unit includes, native_functions.yaml, a submodule bump), one that does not
+# build (fixed by the next) and one regression: from it on, checksum() is negative.
+HISTORY_NATIVE = {8: "cpp", 12: "header", 16: "cpp", 20: "yaml", 24: "cpp", 28: "submodule", 32: "broken", 33: "fix",
+                  36: "cpp", 40: "cpp", 45: "regression", 52: "cpp", 60: "cpp"}
+REGRESSION = "- 1000000000L; }"
+
+
+def make_history(up: Upstream, commits: int = 64, units: int = 4) -> dict[str, str]:
+    """`commits` commits on top of the demo's pytorch repo (HISTORY_NATIVE says which are not Python-only);
+    the shas of the last good commit before them ("good"), the planted regression, the last ("bad") and each
+    by its number ("1" ...), each an hour after the one before."""
+    repo = up.repo("pytorch")
+    shas = {"good": up.head("pytorch")}
+    start = int(git(repo, "show", "-s", "--format=%ct", "HEAD"))
+    history = "\"\"\"Helpers changed by the demo's Python-only commits.\"\"\"\n"
+    for i in range(1, commits + 1):
+        kind = HISTORY_NATIVE.get(i, "python")
+        unit = repo / f"c10/core/unit_{i % units:02d}.cpp"
+        subject = f"{kind}: change {i} (#{1000 + i})"
+        date = f"{start + 3600 * i} +0000"  # an hour apart: git's order, so each step, is the same every run
+        if kind == "python":
+            history += f"\n\ndef helper_{i:02d}():\n    return {i}\n"
+            up.commit("pytorch", {"minitorch/history.py": history}, subject, date)
+        elif kind in ("cpp", "broken"):
+            body = "long extra_{i}() {{ return {i}; }}\n" if kind == "cpp" else "long extra_{i}() {{ return {i} }}\n"
+            up.commit("pytorch", {unit.relative_to(repo).as_posix(): unit.read_text() + body.format(i=i)}, subject,
+                      date)
+        elif kind == "fix":
+            broken = repo / f"c10/core/unit_{(i - 1) % units:02d}.cpp"
+            text = broken.read_text().replace(f"return {i - 1} }}", f"return {i - 1}; }}")
+            up.commit("pytorch", {broken.relative_to(repo).as_posix(): text}, subject, date)
+        elif kind == "header":
+            core = repo / "c10/include/c10/core.h"
+            up.commit("pytorch", {"c10/include/c10/core.h": core.read_text().replace(
+                "long checksum(long n);", "long checksum(long n);\nlong header_change(long n);")}, subject, date)
+        elif kind == "yaml":
+            yaml = repo / "aten/src/ATen/native/native_functions.yaml"
+            up.commit("pytorch", {"aten/src/ATen/native/native_functions.yaml":
+                                  yaml.read_text() + "- func: history_op(int n) -> int\n"}, subject, date)
+        elif kind == "submodule":
+            up.advance("fbgemm", ("pytorch",))
+            git(repo, "commit", "-q", "--amend", "-m", subject, date=date)
+        else:  # the regression
+            text = unit.read_text()
+            assert " }\n}  // namespace c10" in text, "update demo.make_history's regression"
+            up.commit("pytorch", {unit.relative_to(repo).as_posix(): text.replace(
+                "(n / 2); }\n", f"(n / 2) {REGRESSION}\n", 1)}, subject, date)
+            shas["regression"] = up.head("pytorch")
+        shas[str(i)] = up.head("pytorch")
+    shas["bad"] = up.head("pytorch")
+    return shas

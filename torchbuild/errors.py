@@ -45,6 +45,17 @@ class GitError(TorchbuildError):
         self.output = output
 
 
+class BuildFailed(TorchbuildError):
+    """The build's own command failed: its first error and the known failures it matched (bisect skips such a
+    commit, naming them)."""
+
+    def __init__(self, message: str, hint: str | None = None, first_error: tuple[str, ...] = (),
+                 known: tuple[str, ...] = ()) -> None:
+        super().__init__(message, hint)
+        self.first_error = first_error
+        self.known = known
+
+
 class UnsafeToProceed(TorchbuildError):
     """Going on would lose or overwrite the user's work."""
 

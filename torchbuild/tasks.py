@@ -142,6 +142,29 @@ def build(c, cuda=None, python=None, env=None, debug=False, rel_with_deb_info=Fa
                          explain=explain, yes=yes)
 
 
+@task(iterable=["good", "set"], help={
+    "good": "a commit that works (repeatable)",
+    "bad": "a commit that is broken (default: HEAD)",
+    "cuda": buildflags.HELP["cuda"], "python": buildflags.HELP["python"], "debug": buildflags.HELP["debug"],
+    "rel-with-deb-info": buildflags.HELP["rel-with-deb-info"], "jobs": buildflags.HELP["jobs"],
+    "arch": buildflags.HELP["arch"], "set": buildflags.HELP["set"], "path": "the checkout (default: source.path)",
+    "resume": "go on with the bisection where it stopped (Ctrl-C, kill -9, a reboot)",
+    "reset": "end the bisection: remove its worktree, env, build tree and logs",
+    "verbose": "show every command",
+})
+def bisect(c, good=None, bad=None, cuda=None, python=None, debug=False, rel_with_deb_info=False, jobs=None, arch=None,
+           set=None, path=None, resume=False, reset=False, verbose=False):
+    """Find the commit that broke it: inv bisect --good REF --bad REF -- COMMAND (exit 0 good, 125 skip, else bad).
+
+    Runs in a worktree of its own; each step gets the commit's binaries the cheapest correct way (kept, the
+    Python-only difference over kept binaries, an incremental build) and checks their version first."""
+    argv = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else []  # invoke's remainder loses quoting
+    cli.main(_root(c), "bisect.bisect", verbose=verbose, flags={
+        "build.cuda": cuda, "build.python": python, "build.jobs": jobs, "build.arch": arch, "source.path": path,
+    }, good=good or [], bad=bad, argv=argv, debug=debug, rel_with_deb_info=rel_with_deb_info, sets=set or [],
+        resume=resume, reset=reset)
+
+
 @task(help={
     "python": "3.X or a path (default: build.python, else torchbuild's own)",
     "cuda": "the nightly's flavour: 13.0 (cu130), none (cpu), auto (the newest toolkit here, else cpu)",
@@ -246,7 +269,8 @@ def ci_summary(c):
 
 def namespace(root: Path | None) -> Collection:
     """Every task, for the project at `root` (None: the one around the current folder)."""
-    ns = Collection(clone, sync, show_config, demo, pythons, doctor, build, nightly, clean_trees, run_matrix)
+    ns = Collection(clone, sync, show_config, demo, pythons, doctor, build, bisect, nightly, clean_trees,
+                    run_matrix)
     ns.add_collection(Collection("env", env_create, env_list, env_remove, env_activate, env_run))
     ns.add_collection(Collection("cuda", cuda_list, cuda_env, cuda_install))
     ns.add_collection(Collection("patch", patch_apply, patch_status, patch_revert, patch_export))

@@ -20,7 +20,7 @@ from .. import console as _console
 from .. import jobserver, usage
 from ..diagnose import Diagnosis, UnusedVariables, diagnose, never_read
 from ..digest import digest
-from ..errors import CommandError, TorchbuildError
+from ..errors import BuildFailed, CommandError
 from ..progress import Tracker
 from ..run import format_command, merged_env, run
 from ..toolchain import linkers
@@ -368,7 +368,8 @@ def _fail(plan: Plan, tracker: Tracker, found: list[Diagnosis], code: int,
     which configuration the checkout holds now (`importable`: the one before this build, back in place)."""
     con = _console.get()
     con.error(f"the build of {plan.key} failed; the first error:")
-    for line in tracker.error_report():
+    first = tracker.error_report()
+    for line in first:
         con.info(f"  | {line}")
     for d in found:
         con.info(f"known failure {d.id}: {d.explain}; fix: {d.fix}")
@@ -376,8 +377,9 @@ def _fail(plan: Plan, tracker: Tracker, found: list[Diagnosis], code: int,
     fix = found[0].fix if found else f"fix the error above, then run `{again}` again (it resumes)"
     now = f"; {importable} is back in the checkout and importable as before (its tree and files), " \
         f"{plan.key}'s tree is kept for the next try" if importable else ""
-    raise TorchbuildError(f"the build of {plan.key} failed (exit {code}){now}; full log: {plan.log}",
-                          f"{fix}; what produced it, for a bug report: {written} (`inv build --record`)")
+    raise BuildFailed(f"the build of {plan.key} failed (exit {code}){now}; full log: {plan.log}",
+                      f"{fix}; what produced it, for a bug report: {written} (`inv build --record`)",
+                      tuple(first), tuple(d.id for d in found))
 
 
 def _log_tail(log: Path, since: int = 0, size: int = 4 * 1024 * 1024) -> str:

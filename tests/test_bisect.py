@@ -1,0 +1,109 @@
+"""`inv bisect` on the demo's history of 64 commits (Python-only, C++, the header every unit includes,
+native_functions.yaml, a submodule bump, one that does not build, one regression): it finds the regression
+in a worktree of its own, never touching the user's checkout, branch, env or tree."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from torchbuild.demo import make_history, make_upstream
+
+from .conftest import git, inv, tree_state
+from .test_build import build, env_python, shared  # noqa: F401  (fixture)
+
+POSITIVE = ["python", "-c", "import minitorch, sys; print(minitorch.checksum(10)); "
+            "sys.exit(0 if minitorch.checksum(10) > 0 else 1)"]
+USER = "import minitorch, minitorch.version as v; print(minitorch.checksum(10), minitorch.__file__, v.__version__)"
+
+
+def bisect(co: Path, *args: str, check: bool | None = True) -> subprocess.CompletedProcess[str] | object:
+    return inv("bisect", "--path", str(co), *args, check=check, timeout=600)
+
+
+def state(co: Path) -> dict:
+    return json.loads((co / ".torchbuild" / "bisect" / "state.json").read_text())
+
+
+def descends(co: Path, commit: str, ancestor: str) -> bool:
+    return subprocess.run(["git", "merge-base", "--is-ancestor", ancestor, commit], cwd=co).returncode == 0
+
+
+@pytest.mark.slow
+def test_bisect_finds_the_regression_in_its_own_worktree_at_incremental_cost(tmp_path, shared, monkeypatch):  # noqa: F811
+    for key, value in {**shared, "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs")}.items():
+        monkeypatch.setenv(key, value)
+    up = make_upstream(tmp_path / "upstream", units=4, era="main")
+    shas = make_history(up)
+    co = tmp_path / "co"
+    inv("clone", "--url", up.url("pytorch"), "--path", str(co), check=True)
+    assert git(co, "rev-list", "--count", f"{shas['good']}..HEAD") == "64"
+
+    # bad input: one line naming the flag, nothing made
+    wrong = bisect(co, "--good", "no-such-ref", "--", "true", check=False)
+    assert wrong.returncode == 1 and "--good 'no-such-ref' is not a commit of" in wrong.stderr
+    backwards = bisect(co, "--good", "HEAD", "--bad", shas["good"], "--", "true", check=False)
+    assert backwards.returncode == 1 and "is not an ancestor of --bad" in backwards.stderr
+    assert "no command to judge" in bisect(co, "--good", shas["good"], check=False).stderr
+    assert "no bisection to resume" in bisect(co, "--resume", check=False).stderr
+    assert not (co / ".torchbuild" / "bisect" / "worktree").exists()
+
+    # the user's uncommitted work and own build
+    (co / "minitorch" / "history.py").write_text((co / "minitorch" / "history.py").read_text() + "# my work\n")
+    (co / "notes.txt").write_text("mine\n")
+    build(co, "--cuda", "none")
+    user = subprocess.run([str(env_python()), "-c", USER], cwd=tmp_path, capture_output=True, text=True,
+                          check=True).stdout
+    before = tree_state(co)
+
+    done = bisect(co, "--cuda", "none", "--good", shas["good"], "--bad", "HEAD", "--", *POSITIVE)
+    assert f"first bad commit: {shas['regression']} regression: change 45 (#1045) (PR #1045)" in done.stderr
+    # the commit that does not build is skipped, naming the compiler's error
+    assert re.search(rf"{shas['32'][:10]} does not build, skipped \(git bisect skip\): \S*unit_00\.cpp:\d+:\d+: "
+                     "error: expected", done.stderr)
+    steps = state(co)["steps"]
+    for step in steps:  # every verdict is the truth about that commit's binaries
+        broken = step["commit"] == shas["32"]
+        assert step["verdict"] == ("skip" if broken else "bad" if descends(co, step["commit"], shas["regression"])
+                                   else "good"), step
+        assert broken or f"+git{step['commit'][:7]}" in step["version"]
+    ways = [s["way"] for s in steps]
+    assert ways.count("build") >= 3 and 1 <= sum(1 for s in steps if s["compiled"]) < len(steps)
+    built = [s for s in steps if s["way"] == "build" and s["verdict"] != "skip"]
+    assert built[0]["compiled"] > max(s["compiled"] for s in built[1:])  # incremental after the first build
+    log = (co / ".torchbuild" / "bisect" / "bisect.log").read_text()
+    assert log.count("== step") == len(steps) and "-999995" in log  # COMMAND's own output is in the log
+
+    # the user's checkout, work, env and tree are as they were: the same import, and the build is a no-op
+    assert tree_state(co) == before and (co / "notes.txt").read_text() == "mine\n"
+    assert subprocess.run([str(env_python()), "-c", USER], cwd=tmp_path, capture_output=True, text=True,
+                          check=True).stdout == user
+    assert "up to date:" in build(co, "--cuda", "none").stderr
+
+    # a second bisection over Python-only commits: the kept binaries with each commit's Python, nothing
+    # compiled; killed (kill -9) while its command runs, --resume goes on from that step
+    marker = tmp_path / "killed-once"
+    judge = tmp_path / "judge.sh"
+    judge.write_text(f"#!/bin/sh\nif [ ! -e {marker} ]; then touch {marker}; kill -9 $PPID; sleep 1; exit 0; fi\n"
+                     "exec python -c \"import minitorch.history as h, sys; sys.exit(1 if hasattr(h, 'helper_50') "
+                     "else 0)\"\n")
+    judge.chmod(0o755)
+    killed = bisect(co, "--cuda", "none", "--good", shas["46"], "--bad", shas["51"], "--", str(judge), check=False)
+    assert killed.returncode == -9 and marker.exists()
+    assert "in progress" in bisect(co, "--good", shas["46"], "--", "true", check=False).stderr
+    resumed = bisect(co, "--resume")
+    assert "resuming the bisection" in resumed.stderr
+    assert f"first bad commit: {shas['50']} python: change 50 (#1050)" in resumed.stderr
+    steps = state(co)["steps"]
+    python_only = [s for s in steps if s["way"] == "python"]
+    assert python_only and all(s["compiled"] == 0 for s in python_only)
+    assert all(f"+git{s['commit'][:7]}" in s["version"] for s in steps)  # the version check passed each step
+
+    reset = bisect(co, "--reset")
+    assert "bisection reset" in reset.stderr and not (co / ".torchbuild" / "bisect").exists()
+    assert git(co, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert tree_state(co) == before and "up to date:" in build(co, "--cuda", "none").stderr

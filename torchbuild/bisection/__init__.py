@@ -1,0 +1,361 @@
+"""`inv bisect`: find the commit that broke it, at incremental cost, in a worktree of its own.
+
+Each step syncs the worktree's submodules (mirrors and the mirror cache), gets the commit's binaries the
+cheapest correct way (ladder.py: kept, Python only over kept binaries, an incremental build sharing the
+compiler cache), checks that the binaries name that commit (version.py's git_version and +git<sha7>),
+then runs COMMAND in the configuration's env: exit 0 good, 125 skip, 1-127 bad, as `git bisect run`.
+A commit that does not build is skipped, naming why. The state is written before each step is told to
+git, so Ctrl-C, kill -9 or a reboot loses nothing: `--resume` goes on, `--reset` removes it all.
+
+    ladder.py    the way to a commit's binaries and what a step's exit means (pure)
+    worktree.py  git's side (worktree, bisect log, diffs) and the state file
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import IO, Any, Mapping
+
+from .. import builder as b
+from .. import console as _console
+from .. import git as _git
+from ..config import Config, Origin, OriginKind
+from ..errors import BuildFailed, Interrupted, TorchbuildError
+from ..locks import locked
+from ..run import run
+from . import ladder, worktree
+from .worktree import home
+
+OUTSIDE = ("VIRTUAL_ENV", "CONDA_PREFIX")  # the user's active env is never the bisection's
+VERSION_CHECK = """
+import importlib.util, json, re, sys
+pkg = sys.argv[1]
+top = importlib.util.find_spec(pkg)
+locs = list(top.submodule_search_locations or []) if top else []
+spec = None
+for finder in sys.meta_path:  # as the import system finds pkg.version, without running the package's code
+    find = getattr(finder, "find_spec", None)
+    spec = find(pkg + ".version", locs) if find else None
+    if spec:
+        break
+text = open(spec.origin).read() if spec and spec.origin else ""
+get = lambda key: (re.search(key + r"\\s*(?::[^=]*)?=\\s*['\\"]([^'\\"]*)", text) or [None, None])[1]
+print(json.dumps({"package": top.origin if top else None, "file": spec.origin if spec else None,
+                  "version": get("__version__"), "git_version": get("git_version")}))
+"""
+
+
+@dataclass(frozen=True)
+class BisectRequest:
+    good: tuple[str, ...] = ()
+    bad: str | None = None
+    command: tuple[str, ...] = ()
+    build_type: str = "release"
+    sets: tuple[str, ...] = ()
+
+
+def reset(cfg: Config) -> int:
+    """Remove the worktree and what only the bisection used (its env, tree, logs, state)."""
+    con = _console.get()
+    checkout = cfg.source_path
+    place = home(checkout)
+    if not place.exists():
+        con.info(f"no bisection in {checkout}: nothing to reset")
+        return 0
+    freed = worktree.size(place)
+    with locked(place.parent / "bisect.lock", "resetting the bisection", "a bisection is running"):
+        worktree.remove(checkout, place / "worktree")
+        import shutil
+
+        shutil.rmtree(place)
+    con.ok(f"bisection reset: its worktree, env, build tree and logs removed ({freed / 1024 ** 2:.1f} MiB); "
+           f"{checkout} is as it was")
+    return 0
+
+
+def start(cfg: Config, request: BisectRequest, base_env: Mapping[str, str]) -> int:
+    """Begin a bisection (or a new one where the last has ended, keeping its worktree, env and tree)."""
+    checkout = cfg.source_path
+    if not (checkout / ".git").exists():
+        raise TorchbuildError(f"there is no checkout at {checkout}", "run `inv clone` first (or pass --path)")
+    if not request.command:
+        raise TorchbuildError("no command to judge each commit by", "give it after --: inv bisect --good v2.11.0 "
+                              "--bad HEAD -- python repro.py (exit 0 good, 125 skip, else bad)")
+    if not request.good:
+        raise TorchbuildError("--good is missing", "pass a commit that works: --good v2.11.0")
+    bad = worktree.commit_of(checkout, request.bad or "HEAD", "--bad")
+    good = [worktree.commit_of(checkout, ref, "--good") for ref in request.good]
+    for ref, sha in zip(request.good, good):
+        if not worktree.is_ancestor(checkout, sha, bad):
+            raise TorchbuildError(f"--good {ref} ({sha[:10]}) is not an ancestor of --bad {request.bad or 'HEAD'} "
+                                  f"({bad[:10]})", "pass a good commit older than the bad one, in its history")
+    place = home(checkout)
+    with locked(place.parent / "bisect.lock", "bisecting", "another bisection of this checkout is running"):
+        state = worktree.read_state(place)
+        if state and not state.get("result"):
+            raise TorchbuildError(f"a bisection of {checkout} is in progress ({state['bad'][:10]} bad, "
+                                  f"{len(state['steps'])} step(s) done)",
+                                  "`inv bisect --resume` goes on with it; `inv bisect --reset` ends it")
+        tree = place / "worktree"
+        if not (tree / ".git").exists():
+            worktree.add(checkout, tree, bad)
+        worktree.git(tree, "bisect", "reset", "--quiet", check=False)
+        kept: dict[str, Any] = {k: state[k] for k in ("built", "serving", "python_exe", "overlay")
+                                if state and k in state}
+        state = {"checkout": str(checkout), "good": good, "bad": bad, "command": list(request.command),
+                 "cuda": cfg.build.cuda, "python": cfg.build.python, "arch": cfg.build.arch, "jobs": cfg.build.jobs,
+                 "build_type": request.build_type, "sets": list(request.sets), "steps": [], "result": None,
+                 "built": None, "serving": None, **kept}
+        worktree.write_state(place, state)
+        said = worktree.git(tree, "bisect", "start", bad, *good).stdout
+        _console.get().info(f"bisecting {good[0][:10]}..{bad[:10]} in {tree} (your checkout, its branch, env and "
+                            f"trees are not touched): {said.strip().splitlines()[-1] if said.strip() else ''}")
+        return loop(cfg, place, state, base_env)
+
+
+def resume(cfg: Config, base_env: Mapping[str, str]) -> int:
+    """Go on with the bisection where it stopped (Ctrl-C, kill -9, a reboot)."""
+    checkout = cfg.source_path
+    place = home(checkout)
+    with locked(place.parent / "bisect.lock", "bisecting", "another bisection of this checkout is running"):
+        state = worktree.read_state(place) if place.exists() else None
+        if not state:
+            raise TorchbuildError(f"no bisection to resume in {checkout}", "start one: inv bisect --good REF "
+                                  "--bad REF -- COMMAND")
+        if not (place / "worktree" / ".git").exists():
+            raise TorchbuildError(f"the bisection's worktree {place / 'worktree'} is gone",
+                                  "run `inv bisect --reset`, then start again")
+        if state.get("result"):
+            report(state, place)
+            return 0
+        _console.get().info(f"resuming the bisection: {len(state['steps'])} step(s) done")
+        return loop(cfg, place, state, base_env)
+
+
+def bisect_config(cfg: Config, place: Path, state: Mapping[str, Any]) -> Config:
+    """The user's Config pointed at the worktree, with the bisection's own envs and logs, no patch series,
+    and the configuration the bisection started with."""
+    flag = Origin(OriginKind.FLAG, "inv bisect")
+    python = state.get("python") or cfg.build.python
+    from ..toolchain.python import OWN_MINOR
+
+    return replace(cfg, source=replace(cfg.source, path=str(place / "worktree")),
+                   patches=replace(cfg.patches, auto=False),
+                   paths=replace(cfg.paths, envs=str(place / "envs"), logs=str(place / "logs")),
+                   build=replace(cfg.build, python=python or OWN_MINOR, cuda=state["cuda"], arch=state["arch"],
+                                 jobs=state["jobs"]),
+                   origins={**cfg.origins, "build.python": flag})
+
+
+def loop(cfg: Config, place: Path, state: dict[str, Any], base_env: Mapping[str, str]) -> int:
+    """Steps until git names the first bad commit."""
+    con = _console.get()
+    tree = place / "worktree"
+    env = {k: v for k, v in base_env.items() if k not in OUTSIDE}
+    bcfg = bisect_config(cfg, place, state)
+    gitrun, cache = _git.tools(bcfg)
+    with open(place / "bisect.log", "a") as log:
+        try:
+            while not state.get("result"):
+                commit = worktree.head(tree)
+                last = state["steps"][-1] if state["steps"] else None
+                if last and last["commit"] == commit and last.get("verdict"):  # judged, not yet told to git
+                    tell(state, place, tree, last, log)
+                    continue
+                with con.timed(f"sync submodules of {commit[:10]}"):
+                    _git.update_tree(gitrun, cache, tree)
+                step = run_step(bcfg, state, place, tree, commit, env, log)
+                state["steps"].append(step)
+                worktree.write_state(place, state)
+                tell(state, place, tree, step, log)
+        except KeyboardInterrupt:
+            raise Interrupted("bisection interrupted; its state is kept",
+                              "`inv bisect --resume` goes on from this step; `inv bisect --reset` ends it") from None
+    report(state, place)
+    return 0
+
+
+def tell(state: dict[str, Any], place: Path, tree: Path, step: Mapping[str, Any], log: IO[str]) -> None:
+    """Give git the step's verdict; keep the result when git names the first bad commit."""
+    if worktree.told(tree).get(step["commit"]) != step["verdict"]:
+        said = worktree.tell(tree, step["verdict"], step["commit"])
+        log.write(said)
+        found = ladder.first_bad(said)
+        if found:
+            state["result"] = list(found)
+        else:
+            line = next((ln for ln in said.splitlines() if ln.startswith("Bisecting:")), "")
+            if line:
+                _console.get().info(line)
+    worktree.write_state(place, state)
+
+
+def run_step(bcfg: Config, state: dict[str, Any], place: Path, tree: Path, commit: str, env: Mapping[str, str],
+             log: IO[str]) -> dict[str, Any]:
+    """One commit: its binaries the cheapest correct way, the version check, COMMAND; the step's record."""
+    con = _console.get()
+    subject, message = worktree.describe(tree, commit)
+    number = len(state["steps"]) + 1
+    con.info(f"step {number}: {commit[:10]} {subject}")
+    log.write(f"\n== step {number}: {commit} {subject}\n")
+    began = time.monotonic()
+    way, compiled, failed = obtain(bcfg, state, place, tree, commit, env, log)
+    step: dict[str, Any] = {"commit": commit, "subject": subject, "way": way.kind, "why": way.why,
+                            "compiled": compiled}
+    if failed:
+        step.update(verdict="skip", exit=None, detail=failed, seconds=round(time.monotonic() - began, 2))
+        con.warn(f"  {commit[:10]} does not build, skipped (git bisect skip): {failed}")
+        log.write(f"verdict: skip: does not build: {failed}\n")
+        return step
+    python = Path(state["python_exe"])
+    version = check_version(python, tree, commit)
+    log.write(f"version: {version}\n")
+    prefix = python.parent.parent
+    changes = {"PATH": f"{python.parent}{os.pathsep}{env.get('PATH', '')}", "VIRTUAL_ENV": str(prefix)}
+    con.info(f"  version {version}; running {' '.join(state['command'])}")
+    def shown(line: str) -> None:
+        log.write(line + "\n")
+        con.info(f"  | {line}")
+
+    done = run(state["command"], cwd=tree, env=changes, base_env=env, check=False, echo=False, on_line=shown)
+    verdict = ladder.verdict(done.returncode)
+    if verdict is None:
+        raise TorchbuildError(f"the command exited {done.returncode} at {commit[:10]}: as `git bisect run`, an exit "
+                              "of 128 or more (a signal) stops the bisection", "fix the command, then `inv bisect "
+                              "--resume` runs this step again")
+    step.update(verdict=verdict, exit=done.returncode, version=version, seconds=round(time.monotonic() - began, 2))
+    con.info(f"  {verdict} (exit {done.returncode}) in {step['seconds']:.1f}s")
+    log.write(f"verdict: {verdict} (exit {done.returncode}) in {step['seconds']}s\n")
+    log.flush()
+    return step
+
+
+def obtain(bcfg: Config, state: dict[str, Any], place: Path, tree: Path, commit: str,
+           env: Mapping[str, str], log: IO[str]) -> tuple[ladder.Way, int, str | None]:
+    """The commit's binaries in the bisection's env: the way taken, compile steps, why it failed to build."""
+    from ..builder.drivers import detect
+    from ..builder.plan import package_name
+
+    built, serving = state.get("built"), state.get("serving")
+    if serving != commit:
+        restore(state, place)
+        serving = built
+    package = package_name(tree)
+    diff = worktree.diff(tree, built, commit) if built and serving == built else None
+    way = ladder.choose(commit, built, serving, diff, package, detect(tree).outputs_in_env)
+    _console.get().info(f"  {way.kind}: {way.why}")
+    log.write(f"way: {way.kind}: {way.why}\n")
+    log.flush()
+    if way.kind == "python" and built:
+        overlay(state, place, tree, built, commit)
+        return way, 0, None
+    if way.kind == "kept" and serving == commit and built != commit:
+        return way, 0, None
+    state["built"] = state["serving"] = None  # nothing trusted while the tree builds
+    worktree.write_state(place, state)
+    request = b.BuildRequest.resolve(bcfg, debug=state["build_type"] == "debug",
+                                     rel_with_deb_info=state["build_type"] == "relwithdebinfo", sets=state["sets"],
+                                     yes=True)
+    try:
+        outcome = b.build(bcfg, request, env)
+    except BuildFailed as exc:
+        return way, 0, failure(exc)
+    result = outcome.result
+    assert result is not None
+    state.update(built=commit, serving=commit, python_exe=str(outcome.plan.env.python))
+    worktree.write_state(place, state)
+    if way.kind == "kept" and not result.up_to_date:
+        way = ladder.Way("build", f"{way.why}, but its tree was not up to date")
+    return way, result.compiles, None
+
+
+def failure(exc: BuildFailed) -> str:
+    """Why a commit does not build, in one line: the known failure, else the compiler's first error."""
+    if exc.known:
+        return f"known failure {', '.join(exc.known)}"
+    errors = [ln.strip() for ln in exc.first_error if "error" in ln.lower() and not ln.lstrip().startswith("FAILED:")]
+    return (errors or [ln.strip() for ln in exc.first_error] or [exc.message])[0][:300]
+
+
+def overlay(state: dict[str, Any], place: Path, tree: Path, built: str, commit: str) -> None:
+    """`commit`'s version over `built`'s binaries: the version file the env imports rewritten, its original kept
+    (written back, with its time, before the tree builds again: it is one of the build's recorded outputs)."""
+    found = version_info(Path(state["python_exe"]), tree)
+    path = Path(found["file"] or "")
+    if found.get("git_version") != built or not path.is_file():
+        raise TorchbuildError(f"the bisection's binaries do not name {built[:10]}, the commit they were built from "
+                              f"({found.get('git_version')} in {path})", "run `inv bisect --reset` and start again")
+    original = place / "version.orig"
+    original.write_bytes(path.read_bytes())
+    stat = path.stat()
+    state.update(overlay={"file": str(path), "mtime_ns": stat.st_mtime_ns, "atime_ns": stat.st_atime_ns})
+    worktree.write_state(place, state)
+    path.write_text(ladder.rewrite_version(original.read_text(), built, commit))
+    state["serving"] = commit
+    worktree.write_state(place, state)
+
+
+def restore(state: dict[str, Any], place: Path) -> None:
+    """The built version file back as its build left it (bytes and time)."""
+    kept = state.get("overlay")
+    original = place / "version.orig"
+    if kept and original.is_file():
+        path = Path(kept["file"])
+        path.write_bytes(original.read_bytes())
+        os.utime(path, ns=(kept["atime_ns"], kept["mtime_ns"]))
+        original.unlink()
+    state.update(overlay=None, serving=state.get("built"))
+    worktree.write_state(place, state)
+
+
+def version_info(python: Path, tree: Path) -> dict[str, Any]:
+    done = run([str(python), "-c", VERSION_CHECK, _package(tree)], cwd=tree.parent, capture=True, echo=False)
+    data = json.loads(done.stdout.strip().splitlines()[-1])
+    return data if isinstance(data, dict) else {}
+
+
+def _package(tree: Path) -> str:
+    from ..builder.plan import package_name
+
+    return package_name(tree)
+
+
+def check_version(python: Path, tree: Path, commit: str) -> str:
+    """The binaries the env imports name `commit` (git_version, `+git<sha7>`) and come from the worktree; else
+    an error: a wrong binary never reaches COMMAND."""
+    found = version_info(python, tree)
+    version, sha, origin = found.get("version") or "", found.get("git_version"), found.get("package") or ""
+    where = f"{found.get('file')}"
+    if not Path(origin).resolve().is_relative_to(tree.resolve()):
+        raise TorchbuildError(f"the bisection's env imports {_package(tree)} from {origin}, not from its worktree "
+                              f"{tree}", "run `inv bisect --reset` and start again")
+    if sha != commit or ("+git" in version and f"+git{commit[:7]}" not in version):
+        raise TorchbuildError(f"the binaries for {commit[:10]} say {version} (git_version {sha}, {where}): not that "
+                              "commit's; COMMAND was not run", "run `inv bisect --resume` (it builds again), or "
+                              "`inv bisect --reset`")
+    return f"{version} (git_version {sha[:10]})"
+
+
+def report(state: Mapping[str, Any], place: Path) -> None:
+    """The first bad commit (or the candidates left), its subject and PR, and every step."""
+    con = _console.get()
+    tree = place / "worktree"
+    steps = state["steps"]
+    for i, step in enumerate(steps, 1):
+        how = f"{step['way']}" + (f", {step['compiled']} compile(s)" if step.get("compiled") else "")
+        con.info(f"  {i:>2}. {step['commit'][:10]} {step['verdict']:<4} {how:<24} {step.get('seconds', 0):>6.1f}s  "
+                 f"{step['subject'][:60]}")
+    ways = ["failed" if s.get("detail") else s["way"] for s in steps]
+    found = state["result"]
+    if len(found) == 1:
+        subject, message = worktree.describe(tree, found[0])
+        pr = ladder.pr_number(message)
+        con.ok(f"first bad commit: {found[0]} {subject}" + (f" (PR #{pr})" if pr else ""))
+    else:
+        con.warn(f"only skipped commits are left: the first bad commit is one of {', '.join(c[:10] for c in found)}")
+    con.info(f"{ladder.summary(ways)}; {sum(s.get('compiled', 0) for s in steps)} compile step(s); the log of every "
+             f"step: {place / 'bisect.log'}; `inv bisect --reset` removes the worktree, env and trees")
