@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.figures import (  # noqa: E402
+    bisect,
     builds,
     clone,
     envs,
@@ -41,7 +42,8 @@ FIGURES = {"overhead": builds.overhead, "noop": builds.noop, "clone": clone.clon
            "envs": envs.envs, "memory": builds.memory, "realworld": realworld.realworld, "nightly": nightly.nightly,
            "loop": loop.loop, "main_era": main_era.main_era, "explain": explain.explain,
            "shapes": shapes.shapes, "core_hits": explain.core_hits, "memory_pool": pools.memory_pool,
-           "first_build": realworld.first_build, "drivers": main_era.driver_shapes}
+           "first_build": realworld.first_build, "drivers": main_era.driver_shapes,
+           "bisect": bisect.bisect}
 
 
 def write_readme(results: dict) -> None:
@@ -81,12 +83,13 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="smaller demo builds (still 5 repetitions)")
     parser.add_argument("--only", nargs="*", default=None,
                         help="clone overhead noop switch matrix matrix_vs_build distcc envs memory realworld nightly "
-                             "loop main_era drivers explain shapes core_hits memory_pool first_build (heavy: not "
+                             "loop main_era drivers explain shapes core_hits memory_pool bisect first_build (heavy: not "
                              "in the default list)")
     parser.add_argument("--readme", action="store_true", help="rewrite README's Performance table")
     args = parser.parse_args()
     names = args.only or ["overhead", "noop", "clone", "switch", "matrix", "distcc", "envs", "memory", "realworld",
-                          "nightly", "loop", "main_era", "drivers", "explain", "shapes", "core_hits", "memory_pool"]
+                          "nightly", "loop", "main_era", "drivers", "explain", "shapes", "core_hits", "memory_pool",
+                          "bisect"]
     with tempfile.TemporaryDirectory(prefix="tb-bench-") as tmp:
         bench = Bench(args.quick, Path(tmp))
         for name in names:

@@ -4,16 +4,19 @@ in a worktree of its own, never touching the user's checkout, branch, env or tre
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from torchbuild.demo import make_history, make_upstream
 
-from .conftest import git, inv, tree_state
+from .conftest import free_port, git, inv, tree_state, wait_for_port
 from .test_build import build, env_python, shared  # noqa: F401  (fixture)
 
 POSITIVE = ["python", "-c", "import minitorch, sys; print(minitorch.checksum(10)); "
@@ -107,3 +110,45 @@ def test_bisect_finds_the_regression_in_its_own_worktree_at_incremental_cost(tmp
     assert "bisection reset" in reset.stderr and not (co / ".torchbuild" / "bisect").exists()
     assert git(co, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert tree_state(co) == before and "up to date:" in build(co, "--cuda", "none").stderr
+
+
+@pytest.mark.slow
+def test_bisect_takes_a_nightly_built_from_the_commit_or_differing_from_it_in_python_only(tmp_path, shared,  # noqa: F811
+                                                                                          monkeypatch):
+    for key, value in {**shared, "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs")}.items():
+        monkeypatch.setenv(key, value)
+    up = make_upstream(tmp_path / "upstream", units=4)
+    shas = make_history(up, commits=16)  # C++ at 8 and 16, the header at 12, Python elsewhere
+    at9 = tmp_path / "at9"
+    inv("clone", "--url", up.url("pytorch"), "--ref", shas["9"], "--path", str(at9), check=True)
+    day = datetime.datetime.fromtimestamp(int(git(at9, "show", "-s", "--format=%ct", "HEAD")),
+                                          tz=datetime.timezone.utc).strftime("%Y%m%d")
+    build(at9, "--cuda", "none", "--wheel", "--dist", str(tmp_path / "dist"), "--set",
+          f"PYTORCH_BUILD_VERSION=0.1.0.dev{day}")
+    index = tmp_path / "index" / "minitorch"
+    index.mkdir(parents=True)
+    for wheel in (tmp_path / "dist").glob("minitorch-*.whl"):
+        shutil.copy(wheel, index)
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+                              cwd=tmp_path / "index", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, server, "the index")
+        monkeypatch.setenv("TORCHBUILD_NIGHTLY_INDEX_URL", f"http://127.0.0.1:{port}/")
+        co = tmp_path / "co"
+        inv("clone", "--url", up.url("pytorch"), "--path", str(co), check=True)
+        check = ["python", "-c", "import minitorch, minitorch.history as h, sys; minitorch.checksum(); "
+                 "sys.exit(1 if hasattr(h, 'helper_10') else 0)"]
+        done = bisect(co, "--cuda", "none", "--nightly", "--good", shas["good"], "--bad", "HEAD", "--", *check)
+    finally:
+        server.terminate()
+        server.wait()
+    assert f"first bad commit: {shas['10']} python: change 10 (#1010)" in done.stderr
+    steps = {s["commit"]: s for s in state(co)["steps"]}
+    # 8 and 10 differ from 9 in Python only: the nightly's binaries, their own Python and version, nothing compiled
+    for n in ("8", "10"):
+        assert steps[shas[n]]["way"] == "nightly" and steps[shas[n]]["compiled"] == 0
+        assert f"built from {shas['9'][:10]}, whose difference from this commit is Python only" in steps[shas[n]]["why"]
+        assert f"git_version {shas[n][:10]}" in steps[shas[n]]["version"] and ".dev" in steps[shas[n]]["version"]
+    assert steps[shas["12"]]["way"] == "build"  # the header changed since 9: no nightly holds it
+    assert steps[shas["9"]]["way"] == "kept" and steps[shas["9"]]["verdict"] == "good"

@@ -340,10 +340,10 @@ REGRESSION = "- 1000000000L; }"
 def make_history(up: Upstream, commits: int = 64, units: int = 4) -> dict[str, str]:
     """`commits` commits on top of the demo's pytorch repo (HISTORY_NATIVE says which are not Python-only);
     the shas of the last good commit before them ("good"), the planted regression, the last ("bad") and each
-    by its number ("1" ...), each an hour after the one before."""
+    by its number ("1" ...), the Nth N hours after the next midnight (UTC)."""
     repo = up.repo("pytorch")
     shas = {"good": up.head("pytorch")}
-    start = int(git(repo, "show", "-s", "--format=%ct", "HEAD"))
+    start = (int(git(repo, "show", "-s", "--format=%ct", "HEAD")) // 86400 + 1) * 86400  # the next midnight (UTC)
     history = "\"\"\"Helpers changed by the demo's Python-only commits.\"\"\"\n"
     for i in range(1, commits + 1):
         kind = HISTORY_NATIVE.get(i, "python")

@@ -150,10 +150,11 @@ def build(c, cuda=None, python=None, env=None, debug=False, rel_with_deb_info=Fa
     "arch": buildflags.HELP["arch"], "set": buildflags.HELP["set"], "path": "the checkout (default: source.path)",
     "resume": "go on with the bisection where it stopped (Ctrl-C, kill -9, a reboot)",
     "reset": "end the bisection: remove its worktree, env, build tree and logs",
+    "nightly": "also take nightly wheels (nightly.index_url) built from a commit, or from one differing in Python only",
     "verbose": "show every command",
 })
 def bisect(c, good=None, bad=None, cuda=None, python=None, debug=False, rel_with_deb_info=False, jobs=None, arch=None,
-           set=None, path=None, resume=False, reset=False, verbose=False):
+           set=None, path=None, resume=False, reset=False, nightly=False, verbose=False):
     """Find the commit that broke it: inv bisect --good REF --bad REF -- COMMAND (exit 0 good, 125 skip, else bad).
 
     Runs in a worktree of its own; each step gets the commit's binaries the cheapest correct way (kept, the
@@ -162,7 +163,7 @@ def bisect(c, good=None, bad=None, cuda=None, python=None, debug=False, rel_with
     cli.main(_root(c), "bisect.bisect", verbose=verbose, flags={
         "build.cuda": cuda, "build.python": python, "build.jobs": jobs, "build.arch": arch, "source.path": path,
     }, good=good or [], bad=bad, argv=argv, debug=debug, rel_with_deb_info=rel_with_deb_info, sets=set or [],
-        resume=resume, reset=reset)
+        resume=resume, reset=reset, nightly=nightly)
 
 
 @task(help={

@@ -23,14 +23,16 @@ from typing import IO, Any, Mapping
 from .. import builder as b
 from .. import console as _console
 from .. import git as _git
+from .. import nightly as _nightly
 from ..config import Config, Origin, OriginKind
 from ..errors import BuildFailed, Interrupted, TorchbuildError
 from ..locks import locked
 from ..run import run
-from . import ladder, worktree
+from . import ladder, prebuilt, worktree
 from .worktree import home
 
 OUTSIDE = ("VIRTUAL_ENV", "CONDA_PREFIX")  # the user's active env is never the bisection's
+KEPT = ("built", "serving", "names", "binaries", "python_exe", "overlay")  # a new bisection keeps these binaries
 VERSION_CHECK = """
 import importlib.util, json, re, sys
 pkg = sys.argv[1]
@@ -56,6 +58,7 @@ class BisectRequest:
     command: tuple[str, ...] = ()
     build_type: str = "release"
     sets: tuple[str, ...] = ()
+    nightly: bool = False  # the ladder's third rung: nightly wheels from nightly.index_url
 
 
 def reset(cfg: Config) -> int:
@@ -104,11 +107,11 @@ def start(cfg: Config, request: BisectRequest, base_env: Mapping[str, str]) -> i
         if not (tree / ".git").exists():
             worktree.add(checkout, tree, bad)
         worktree.git(tree, "bisect", "reset", "--quiet", check=False)
-        kept: dict[str, Any] = {k: state[k] for k in ("built", "serving", "python_exe", "overlay")
-                                if state and k in state}
+        kept: dict[str, Any] = {k: state[k] for k in KEPT if state and k in state}
         state = {"checkout": str(checkout), "good": good, "bad": bad, "command": list(request.command),
                  "cuda": cfg.build.cuda, "python": cfg.build.python, "arch": cfg.build.arch, "jobs": cfg.build.jobs,
                  "build_type": request.build_type, "sets": list(request.sets), "steps": [], "result": None,
+                 "nightly": {} if request.nightly else None,
                  "built": None, "serving": None, **kept}
         worktree.write_state(place, state)
         said = worktree.git(tree, "bisect", "start", bad, *good).stdout
@@ -240,23 +243,35 @@ def obtain(bcfg: Config, state: dict[str, Any], place: Path, tree: Path, commit:
     from ..builder.drivers import detect
     from ..builder.plan import package_name
 
-    built, serving = state.get("built"), state.get("serving")
+    built, serving, nightly = state.get("built"), state.get("serving"), state.get("binaries") == "nightly"
     if serving != commit:
         restore(state, place)
         serving = built
     package = package_name(tree)
     diff = worktree.diff(tree, built, commit) if built and serving == built else None
-    way = ladder.choose(commit, built, serving, diff, package, detect(tree).outputs_in_env)
+    way = ladder.choose(commit, built, serving, diff, package, detect(tree).outputs_in_env and not nightly)
+    found = prebuilt.candidate(bcfg, state, tree, commit, env) if way.kind == "build" else None
+    if found:
+        way = ladder.Way("nightly", f"nightly {found[0]} was built from {found[2][:10]}" + (
+            "" if found[2] == commit else ", whose difference from this commit is Python only"))
     _console.get().info(f"  {way.kind}: {way.why}")
     log.write(f"way: {way.kind}: {way.why}\n")
     log.flush()
     if way.kind == "python" and built:
-        overlay(state, place, tree, built, commit)
+        overlay(state, place, tree, commit)
         return way, 0, None
-    if way.kind == "kept" and serving == commit and built != commit:
+    if way.kind == "kept" and (serving != built or nightly):
         return way, 0, None
-    state["built"] = state["serving"] = None  # nothing trusted while the tree builds
+    state["built"] = state["serving"] = None  # nothing trusted while the tree builds or the nightly is placed
     worktree.write_state(place, state)
+    if found:
+        placed = _nightly.nightly(bcfg, replace(prebuilt.request(bcfg, state), version=found[0]), env)
+        state.update(built=found[2], serving=found[2], names=found[1], binaries="nightly",
+                     python_exe=str(placed.env.python))
+        if found[1] != commit:
+            overlay(state, place, tree, commit)
+        worktree.write_state(place, state)
+        return way, 0, None
     request = b.BuildRequest.resolve(bcfg, debug=state["build_type"] == "debug",
                                      rel_with_deb_info=state["build_type"] == "relwithdebinfo", sets=state["sets"],
                                      yes=True)
@@ -266,7 +281,7 @@ def obtain(bcfg: Config, state: dict[str, Any], place: Path, tree: Path, commit:
         return way, 0, failure(exc)
     result = outcome.result
     assert result is not None
-    state.update(built=commit, serving=commit, python_exe=str(outcome.plan.env.python))
+    state.update(built=commit, serving=commit, names=commit, binaries="build", python_exe=str(outcome.plan.env.python))
     worktree.write_state(place, state)
     if way.kind == "kept" and not result.up_to_date:
         way = ladder.Way("build", f"{way.why}, but its tree was not up to date")
@@ -281,20 +296,22 @@ def failure(exc: BuildFailed) -> str:
     return (errors or [ln.strip() for ln in exc.first_error] or [exc.message])[0][:300]
 
 
-def overlay(state: dict[str, Any], place: Path, tree: Path, built: str, commit: str) -> None:
-    """`commit`'s version over `built`'s binaries: the version file the env imports rewritten, its original kept
-    (written back, with its time, before the tree builds again: it is one of the build's recorded outputs)."""
+def overlay(state: dict[str, Any], place: Path, tree: Path, commit: str) -> None:
+    """`commit`'s version over the kept binaries: the version file the env imports rewritten from the commit its
+    binaries name, its original kept (written back, with its time, before the tree builds again: it is one of
+    the build's recorded outputs)."""
+    names = state.get("names") or state["built"]
     found = version_info(Path(state["python_exe"]), tree)
     path = Path(found["file"] or "")
-    if found.get("git_version") != built or not path.is_file():
-        raise TorchbuildError(f"the bisection's binaries do not name {built[:10]}, the commit they were built from "
+    if found.get("git_version") != names or not path.is_file():
+        raise TorchbuildError(f"the bisection's binaries do not name {names[:10]}, the commit they were built from "
                               f"({found.get('git_version')} in {path})", "run `inv bisect --reset` and start again")
     original = place / "version.orig"
     original.write_bytes(path.read_bytes())
     stat = path.stat()
     state.update(overlay={"file": str(path), "mtime_ns": stat.st_mtime_ns, "atime_ns": stat.st_atime_ns})
     worktree.write_state(place, state)
-    path.write_text(ladder.rewrite_version(original.read_text(), built, commit))
+    path.write_text(ladder.rewrite_version(original.read_text(), names, commit))
     state["serving"] = commit
     worktree.write_state(place, state)
 

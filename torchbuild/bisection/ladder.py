@@ -3,6 +3,7 @@
     kept    the bisection's tree already holds binaries built from this commit (or serves its Python over them)
     python  the difference from the kept binaries' commit touches only Python files (PyTorch CI's reuse rule,
             .github/actions/reuse-old-whl/reuse_old_whl.py): that commit's Python over them, nothing compiled
+    nightly a nightly wheel built from it, or from a commit whose difference from it is Python only (prebuilt.py)
     build   an incremental build in the bisection's tree, sharing the compiler cache with the user's builds
 """
 
@@ -17,7 +18,7 @@ PR = (re.compile(r"\(#(\d+)\)\s*$"), re.compile(r"Pull Request resolved: \S*/pul
 
 @dataclass(frozen=True)
 class Way:
-    kind: str  # "kept", "python" or "build"
+    kind: str  # "kept", "python", "nightly" or "build"
     why: str
 
 
@@ -102,6 +103,7 @@ def rewrite_version(text: str, built: str, commit: str) -> str:
 
 def summary(ways: Sequence[str]) -> str:
     """`7 step(s): 2 built, 3 Python only, 1 kept, 1 skipped`-style count of the ways used."""
-    names = {"build": "built", "python": "Python only", "kept": "kept", "failed": "did not build"}
+    names = {"build": "built", "nightly": "from a nightly", "python": "Python only", "kept": "kept",
+             "failed": "did not build"}
     counts = {names[k]: ways.count(k) for k in names if ways.count(k)}
     return f"{len(ways)} step(s): " + ", ".join(f"{n} {name}" for name, n in counts.items())

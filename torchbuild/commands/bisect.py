@@ -12,7 +12,7 @@ from ..errors import TorchbuildError
 
 def bisect(cfg: Config, good: Sequence[str] = (), bad: str | None = None, argv: Sequence[str] = (),
            debug: bool = False, rel_with_deb_info: bool = False, sets: Sequence[str] = (), resume: bool = False,
-           reset: bool = False) -> int:
+           reset: bool = False, nightly: bool = False) -> int:
     """Find the first bad commit between --good and --bad by COMMAND, in a worktree of the checkout."""
     if resume or reset:
         given = [name for name, value in (("--good", good), ("--bad", bad), ("COMMAND", argv)) if value]
@@ -25,5 +25,5 @@ def bisect(cfg: Config, good: Sequence[str] = (), bad: str | None = None, argv: 
     if debug and rel_with_deb_info:
         raise TorchbuildError("--debug and --rel-with-deb-info exclude each other", "pass one of them")
     build_type = "debug" if debug else "relwithdebinfo" if rel_with_deb_info else cfg.build.build_type
-    request = _bisect.BisectRequest(tuple(good), bad, tuple(argv), build_type, tuple(sets))
+    request = _bisect.BisectRequest(tuple(good), bad, tuple(argv), build_type, tuple(sets), nightly)
     return _bisect.start(cfg, request, os.environ)

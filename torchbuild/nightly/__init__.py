@@ -95,9 +95,6 @@ def plan_lines(cfg: Config, request: NightlyRequest, base_env: Mapping[str, str]
 
 def nightly(cfg: Config, request: NightlyRequest, base_env: Mapping[str, str]) -> Outcome:
     """Install the matching nightly into a managed env and its compiled outputs into the checkout."""
-    from ..toolchain import cuda as cudas
-    from ..toolchain import python as pythons
-
     con = _console.get()
     checkout = cfg.source_path
     if not (checkout / ".git").exists():
@@ -105,19 +102,11 @@ def nightly(cfg: Config, request: NightlyRequest, base_env: Mapping[str, str]) -
     if request.branch:
         check_branch(checkout, request.branch)
     package = package_name(cfg, checkout)
-    toolkit = cudas.select(cudas.for_config(cfg, base_env), request.cuda)
-    flavour = index.variant(cudas.major_minor(toolkit.version) if toolkit else None)
-    url = index.index_url(cfg.nightly.index_url, flavour)
-    creator = pythons.find(pythons.discover(base_env, cfg.toolchain.pythons), request.python or cfg.build.python
-                           or pythons.OWN_MINOR)
-    env = envs.create(cfg, creator, f"nightly-py{creator.minor}-{flavour}", cfg.matrix.backend, env=base_env,
-                      packages=[])
-    pip_env = {"PIP_CONFIG_FILE": str(env.prefix / "pip.conf")}
-    with con.timed(f"ask {url} for {package} nightlies for Python {env.minor}"):
-        versions = index.available(env.python, package, url, pip_env)
+    env, url, flavour, versions = listing(cfg, request, package, base_env)
     if not versions:
         raise TorchbuildError(f"the nightly index {url} has no {package} wheel for Python {env.minor} on this "
                               "platform", "check nightly.index_url and nightly.package, or choose --python/--cuda")
+    pip_env = {"PIP_CONFIG_FILE": str(env.prefix / "pip.conf")}
     wheel, commit = choose(cfg, checkout, request, package, url, versions, env, pip_env)
     if request.branch:
         try:
@@ -160,6 +149,35 @@ def nightly(cfg: Config, request: NightlyRequest, base_env: Mapping[str, str]) -
             records.write_marker(build, key, {}, stamp, files=placed)
     where = place.import_check(env.python, package, checkout)
     return Outcome(wheel, commit, ahead, native, env, where, fresh)
+
+
+def listing(cfg: Config, request: NightlyRequest, package: str, base_env: Mapping[str, str]
+            ) -> tuple[envs.Env, str, str, list[str]]:
+    """The nightly env (made once), the index, the flavour (cpu, cu130) and the versions there, newest first."""
+    from ..toolchain import cuda as cudas
+    from ..toolchain import python as pythons
+
+    toolkit = cudas.select(cudas.for_config(cfg, base_env), request.cuda)
+    flavour = index.variant(cudas.major_minor(toolkit.version) if toolkit else None)
+    url = index.index_url(cfg.nightly.index_url, flavour)
+    creator = pythons.find(pythons.discover(base_env, cfg.toolchain.pythons), request.python or cfg.build.python
+                           or pythons.OWN_MINOR)
+    env = envs.create(cfg, creator, f"nightly-py{creator.minor}-{flavour}", cfg.matrix.backend, env=base_env,
+                      packages=[])
+    with _console.get().timed(f"ask {url} for {package} nightlies for Python {env.minor}"):
+        versions = index.available(env.python, package, url, {"PIP_CONFIG_FILE": str(env.prefix / "pip.conf")})
+    return env, url, flavour, versions
+
+
+def built_from(cfg: Config, checkout: Path, package: str, env: envs.Env, url: str,
+               version: str) -> tuple[str, str | None]:
+    """The commit nightly `version` names (its git_version) and the commit of the checkout's history it was
+    built from (None where the checkout does not have it); the wheel is downloaded once into the cache."""
+    pip_env = {"PIP_CONFIG_FILE": str(env.prefix / "pip.conf")}
+    with _console.get().timed(f"get {package}=={version}"):
+        wheel = index.read(index.download(env.python, package, version, url, cfg.cache_root / "nightly", pip_env),
+                           package)
+    return wheel.git_version, source_commit(checkout, wheel.git_version)
 
 
 def choose(cfg: Config, checkout: Path, request: NightlyRequest, package: str, url: str, versions: list[str],
