@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from torchbuild.bisection.ladder import Diff, choose, first_bad, pr_number, rewrite_version, verdict
 from torchbuild.demo import make_history, make_upstream
 
 from .conftest import free_port, git, inv, tree_state, wait_for_port
@@ -152,3 +153,39 @@ def test_bisect_takes_a_nightly_built_from_the_commit_or_differing_from_it_in_py
         assert f"git_version {shas[n][:10]}" in steps[shas[n]]["version"] and ".dev" in steps[shas[n]]["version"]
     assert steps[shas["12"]]["way"] == "build"  # the header changed since 9: no nightly holds it
     assert steps[shas["9"]]["way"] == "kept" and steps[shas["9"]]["verdict"] == "good"
+
+
+def test_the_ladder_reuses_binaries_only_across_python_changes_as_pytorch_ci_does():
+    built, commit = "a" * 40, "b" * 40
+    python = Diff(("torch/nn/modules/linear.py", "test/test_nn.py", "docs/source/nn.rst"))
+    assert choose(commit, built, built, python, "torch", maps_files=True).kind == "python"
+    for changed, why in [(("torch/csrc/api.py",), "not the package's Python"),  # csrc: compiled in
+                         (("third_party/fbgemm",), "not the package's Python"),  # a submodule bump
+                         (("aten/src/ATen/native/native_functions.yaml",), "not the package's Python"),
+                         (("tools/setup_helpers/cmake.py",), "not the package's Python")]:
+        way = choose(commit, built, built, Diff(changed), "torch", maps_files=False)
+        assert way.kind == "build" and why in way.why, changed
+    gone = Diff(("torch/old.py",), deleted=("torch/old.py",))
+    assert choose(commit, built, built, gone, "torch", maps_files=False).kind == "build"
+    new = Diff(("torch/new.py",), added=("torch/new.py",))
+    assert choose(commit, built, built, new, "torch", maps_files=True).kind == "build"  # a redirect maps files
+    assert choose(commit, built, built, new, "torch", maps_files=False).kind == "python"  # the checkout on sys.path
+    assert choose(commit, None, None, None, "torch", maps_files=False).kind == "build"
+    assert choose(commit, built, commit, None, "torch", maps_files=False).kind == "kept"
+    assert choose(commit, commit, commit, None, "torch", maps_files=False).kind == "kept"
+
+
+def test_a_steps_exit_a_pr_number_and_gits_answer_are_read_as_git_bisect_run_reads_them():
+    assert [verdict(c) for c in (0, 1, 125, 127, 128, 255)] == ["good", "bad", "skip", "bad", None, None]
+    assert pr_number("Fix the cuDNN path (#123456)") == "123456"
+    assert pr_number("[inductor] fuse\n\nPull Request resolved: https://github.com/pytorch/pytorch/pull/98765\n"
+                     "Approved by: x") == "98765"
+    assert pr_number("no pull request") is None
+    sha = "c" * 40
+    assert first_bad(f"{sha} is the first bad commit\ncommit {sha}\n") == (sha,)
+    skipped = f"There are only 'skip'ped commits left to test.\nThe first bad commit could be any of:\n{sha}\n" \
+              f"{'d' * 40}\nWe cannot bisect more!\n"
+    assert first_bad(skipped) == (sha, "d" * 40) and first_bad("Bisecting: 3 revisions left") == ()
+    text = f"__version__ = '2.15.0a0+git{'a' * 7}'\ngit_version = '{'a' * 40}'\n"
+    assert rewrite_version(text, "a" * 40, "b" * 40) == f"__version__ = '2.15.0a0+git{'b' * 7}'\n" \
+                                                        f"git_version = '{'b' * 40}'\n"
