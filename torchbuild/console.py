@@ -55,8 +55,8 @@ def _hide_credentials(found: re.Match[str]) -> str:
 
 
 # a hint's command: `inv build`, inv clone (doctor's fix column), as the installed command names them
-INV_COMMAND = re.compile(r"(?<![\w/.-])inv (?=(?:clone|sync|build|doctor|demo|matrix|nightly|clean|config|pythons|"
-                         r"env\.|cuda\.|patch\.|ci\.)\b)")
+INV_COMMAND = re.compile(r"(?<![\w/.-])inv (?=(?:clone|sync|build|bisect|doctor|demo|matrix|nightly|clean|config|"
+                         r"pythons|env\.|cuda\.|patch\.|ci\.)\b)")
 
 _RESET = Style.RESET_ALL
 _STYLES = {

@@ -18,12 +18,13 @@ import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any, Mapping
+from typing import IO, Any, Mapping, Sequence
 
 from .. import builder as b
 from .. import console as _console
 from .. import git as _git
 from .. import nightly as _nightly
+from ..builder.request import parse_sets
 from ..config import Config, Origin, OriginKind
 from ..errors import BuildFailed, Interrupted, TorchbuildError
 from ..locks import locked
@@ -96,6 +97,7 @@ def start(cfg: Config, request: BisectRequest, base_env: Mapping[str, str]) -> i
         if not worktree.is_ancestor(checkout, sha, bad):
             raise TorchbuildError(f"--good {ref} ({sha[:10]}) is not an ancestor of --bad {request.bad or 'HEAD'} "
                                   f"({bad[:10]})", "pass a good commit older than the bad one, in its history")
+    parse_sets(request.sets)  # a secret's value is masked wherever it would be written
     place = home(checkout)
     with locked(place.parent / "bisect.lock", "bisecting", "another bisection of this checkout is running"):
         state = worktree.read_state(place)
@@ -110,7 +112,8 @@ def start(cfg: Config, request: BisectRequest, base_env: Mapping[str, str]) -> i
         kept: dict[str, Any] = {k: state[k] for k in KEPT if state and k in state}
         state = {"checkout": str(checkout), "good": good, "bad": bad, "command": list(request.command),
                  "cuda": cfg.build.cuda, "python": cfg.build.python, "arch": cfg.build.arch, "jobs": cfg.build.jobs,
-                 "build_type": request.build_type, "sets": list(request.sets), "steps": [], "result": None,
+                 "build_type": request.build_type, "sets": [_console.mask(s) for s in request.sets],
+                 "_sets": list(request.sets), "steps": [], "result": None,
                  "nightly": {} if request.nightly else None,
                  "built": None, "serving": None, **kept}
         worktree.write_state(place, state)
@@ -120,8 +123,9 @@ def start(cfg: Config, request: BisectRequest, base_env: Mapping[str, str]) -> i
         return loop(cfg, place, state, base_env)
 
 
-def resume(cfg: Config, base_env: Mapping[str, str]) -> int:
-    """Go on with the bisection where it stopped (Ctrl-C, kill -9, a reboot)."""
+def resume(cfg: Config, base_env: Mapping[str, str], sets: Sequence[str] = ()) -> int:
+    """Go on with the bisection where it stopped (Ctrl-C, kill -9, a reboot); `sets`: the --set values again,
+    where one held a secret (never written to disk)."""
     checkout = cfg.source_path
     place = home(checkout)
     with locked(place.parent / "bisect.lock", "bisecting", "another bisection of this checkout is running"):
@@ -135,6 +139,11 @@ def resume(cfg: Config, base_env: Mapping[str, str]) -> int:
         if state.get("result"):
             report(state, place)
             return 0
+        parse_sets(sets)
+        if not sets and any("***" in s for s in state["sets"]):
+            raise TorchbuildError("the bisection's --set values hold a secret, which is not written to disk",
+                                  "pass them again: inv bisect --resume --set KEY=VALUE ...")
+        state["_sets"] = list(sets) or state["sets"]
         _console.get().info(f"resuming the bisection: {len(state['steps'])} step(s) done")
         return loop(cfg, place, state, base_env)
 
@@ -186,7 +195,7 @@ def tell(state: dict[str, Any], place: Path, tree: Path, step: Mapping[str, Any]
     """Give git the step's verdict; keep the result when git names the first bad commit."""
     if worktree.told(tree).get(step["commit"]) != step["verdict"]:
         said = worktree.tell(tree, step["verdict"], step["commit"])
-        log.write(said)
+        written(log, said)
         found = ladder.first_bad(said)
         if found:
             state["result"] = list(found)
@@ -204,7 +213,7 @@ def run_step(bcfg: Config, state: dict[str, Any], place: Path, tree: Path, commi
     subject, message = worktree.describe(tree, commit)
     number = len(state["steps"]) + 1
     con.info(f"step {number}: {commit[:10]} {subject}")
-    log.write(f"\n== step {number}: {commit} {subject}\n")
+    written(log, f"\n== step {number}: {commit} {subject}\n")
     began = time.monotonic()
     way, compiled, failed = obtain(bcfg, state, place, tree, commit, env, log)
     step: dict[str, Any] = {"commit": commit, "subject": subject, "way": way.kind, "why": way.why,
@@ -212,16 +221,16 @@ def run_step(bcfg: Config, state: dict[str, Any], place: Path, tree: Path, commi
     if failed:
         step.update(verdict="skip", exit=None, detail=failed, seconds=round(time.monotonic() - began, 2))
         con.warn(f"  {commit[:10]} does not build, skipped (git bisect skip): {failed}")
-        log.write(f"verdict: skip: does not build: {failed}\n")
+        written(log, f"verdict: skip: does not build: {failed}\n")
         return step
     python = Path(state["python_exe"])
     version = check_version(python, tree, commit)
-    log.write(f"version: {version}\n")
+    written(log, f"version: {version}\n")
     prefix = python.parent.parent
     changes = {"PATH": f"{python.parent}{os.pathsep}{env.get('PATH', '')}", "VIRTUAL_ENV": str(prefix)}
     con.info(f"  version {version}; running {' '.join(state['command'])}")
     def shown(line: str) -> None:
-        log.write(line + "\n")
+        written(log, line + "\n")
         con.info(f"  | {line}")
 
     done = run(state["command"], cwd=tree, env=changes, base_env=env, check=False, echo=False, on_line=shown)
@@ -232,7 +241,7 @@ def run_step(bcfg: Config, state: dict[str, Any], place: Path, tree: Path, commi
                               "--resume` runs this step again")
     step.update(verdict=verdict, exit=done.returncode, version=version, seconds=round(time.monotonic() - began, 2))
     con.info(f"  {verdict} (exit {done.returncode}) in {step['seconds']:.1f}s")
-    log.write(f"verdict: {verdict} (exit {done.returncode}) in {step['seconds']}s\n")
+    written(log, f"verdict: {verdict} (exit {done.returncode}) in {step['seconds']}s\n")
     log.flush()
     return step
 
@@ -255,7 +264,7 @@ def obtain(bcfg: Config, state: dict[str, Any], place: Path, tree: Path, commit:
         way = ladder.Way("nightly", f"nightly {found[0]} was built from {found[2][:10]}" + (
             "" if found[2] == commit else ", whose difference from this commit is Python only"))
     _console.get().info(f"  {way.kind}: {way.why}")
-    log.write(f"way: {way.kind}: {way.why}\n")
+    written(log, f"way: {way.kind}: {way.why}\n")
     log.flush()
     if way.kind == "python" and built:
         overlay(state, place, tree, commit)
@@ -273,7 +282,7 @@ def obtain(bcfg: Config, state: dict[str, Any], place: Path, tree: Path, commit:
         worktree.write_state(place, state)
         return way, 0, None
     request = b.BuildRequest.resolve(bcfg, debug=state["build_type"] == "debug",
-                                     rel_with_deb_info=state["build_type"] == "relwithdebinfo", sets=state["sets"],
+                                     rel_with_deb_info=state["build_type"] == "relwithdebinfo", sets=state["_sets"],
                                      yes=True)
     try:
         outcome = b.build(bcfg, request, env)
@@ -286,6 +295,11 @@ def obtain(bcfg: Config, state: dict[str, Any], place: Path, tree: Path, commit:
     if way.kind == "kept" and not result.up_to_date:
         way = ladder.Way("build", f"{way.why}, but its tree was not up to date")
     return way, result.compiles, None
+
+
+def written(log: IO[str], text: str) -> None:
+    """The bisection's log gets what the terminal shows: secrets masked."""
+    log.write(_console.mask(text))
 
 
 def failure(exc: BuildFailed) -> str:

@@ -114,7 +114,7 @@ def write_state(place: Path, state: dict[str, Any]) -> None:
     """Written whole or not at all (a kill -9 leaves the previous state)."""
     place.mkdir(parents=True, exist_ok=True)
     tmp = place / f".{STATE}.{os.getpid()}"
-    tmp.write_text(json.dumps(state, indent=1))
+    tmp.write_text(json.dumps({k: v for k, v in state.items() if not k.startswith("_")}, indent=1))  # _: memory only
     os.replace(tmp, place / STATE)
 
 

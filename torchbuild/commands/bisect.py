@@ -21,7 +21,9 @@ def bisect(cfg: Config, good: Sequence[str] = (), bad: str | None = None, argv: 
             raise TorchbuildError(f"{word} takes no {', '.join(given) or '--resume'}: "
                                   f"{'it goes on as the bisection started' if resume else 'it ends the bisection'}",
                                   f"run `inv bisect {word}` alone")
-        return _bisect.reset(cfg) if reset else _bisect.resume(cfg, os.environ)
+        if reset and sets:
+            raise TorchbuildError("--reset takes no --set: it ends the bisection", "run `inv bisect --reset` alone")
+        return _bisect.reset(cfg) if reset else _bisect.resume(cfg, os.environ, sets)
     if debug and rel_with_deb_info:
         raise TorchbuildError("--debug and --rel-with-deb-info exclude each other", "pass one of them")
     build_type = "debug" if debug else "relwithdebinfo" if rel_with_deb_info else cfg.build.build_type
