@@ -83,8 +83,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="smaller demo builds (still 5 repetitions)")
     parser.add_argument("--only", nargs="*", default=None,
                         help="clone overhead noop switch matrix matrix_vs_build distcc envs memory realworld nightly "
-                             "loop main_era drivers explain shapes core_hits memory_pool bisect first_build (heavy: not "
-                             "in the default list)")
+                             "loop main_era drivers explain shapes core_hits memory_pool bisect first_build "
+                             "(heavy: not in the default list)")
     parser.add_argument("--readme", action="store_true", help="rewrite README's Performance table")
     args = parser.parse_args()
     names = args.only or ["overhead", "noop", "clone", "switch", "matrix", "distcc", "envs", "memory", "realworld",

@@ -52,6 +52,7 @@ def test_bisect_finds_the_regression_in_its_own_worktree_at_incremental_cost(tmp
     assert wrong.returncode == 1 and "--good 'no-such-ref' is not a commit of" in wrong.stderr
     backwards = bisect(co, "--good", "HEAD", "--bad", shas["good"], "--", "true", check=False)
     assert backwards.returncode == 1 and "is not an ancestor of --bad" in backwards.stderr
+    assert "are the same commit" in bisect(co, "--good", "HEAD", "--", "true", check=False).stderr
     assert "no command to judge" in bisect(co, "--good", shas["good"], check=False).stderr
     assert "no bisection to resume" in bisect(co, "--resume", check=False).stderr
     assert not (co / ".torchbuild" / "bisect" / "worktree").exists()

@@ -94,6 +94,9 @@ def start(cfg: Config, request: BisectRequest, base_env: Mapping[str, str]) -> i
     bad = worktree.commit_of(checkout, request.bad or "HEAD", "--bad")
     good = [worktree.commit_of(checkout, ref, "--good") for ref in request.good]
     for ref, sha in zip(request.good, good):
+        if sha == bad:
+            raise TorchbuildError(f"--good {ref} and --bad {request.bad or 'HEAD'} are the same commit ({sha[:10]})",
+                                  "pass a good commit older than the bad one")
         if not worktree.is_ancestor(checkout, sha, bad):
             raise TorchbuildError(f"--good {ref} ({sha[:10]}) is not an ancestor of --bad {request.bad or 'HEAD'} "
                                   f"({bad[:10]})", "pass a good commit older than the bad one, in its history")
@@ -184,8 +187,8 @@ def loop(cfg: Config, place: Path, state: dict[str, Any], base_env: Mapping[str,
                 state["steps"].append(step)
                 worktree.write_state(place, state)
                 tell(state, place, tree, step, log)
-        except KeyboardInterrupt:
-            raise Interrupted("bisection interrupted; its state is kept",
+        except (KeyboardInterrupt, Interrupted):
+            raise Interrupted("bisection interrupted; its state is kept, every process it started was stopped",
                               "`inv bisect --resume` goes on from this step; `inv bisect --reset` ends it") from None
     report(state, place)
     return 0
