@@ -22,6 +22,7 @@ from .test_build import build, env_python, shared  # noqa: F401  (fixture)
 
 POSITIVE = ["python", "-c", "import minitorch, sys; print(minitorch.checksum(10)); "
             "sys.exit(0 if minitorch.checksum(10) > 0 else 1)"]
+SECRET = "ghp_B1sectS3cret77"
 USER = "import minitorch, minitorch.version as v; print(minitorch.checksum(10), minitorch.__file__, v.__version__)"
 
 
@@ -65,7 +66,8 @@ def test_bisect_finds_the_regression_in_its_own_worktree_at_incremental_cost(tmp
                           check=True).stdout
     before = tree_state(co)
 
-    done = bisect(co, "--cuda", "none", "--good", shas["good"], "--bad", "HEAD", "--", *POSITIVE)
+    done = bisect(co, "--cuda", "none", "--good", shas["good"], "--bad", "HEAD", "--set", f"MY_TOKEN={SECRET}", "--",
+                  *POSITIVE)
     assert f"first bad commit: {shas['regression']} regression: change 45 (#1045) (PR #1045)" in done.stderr
     # the commit that does not build is skipped, naming the compiler's error
     assert re.search(rf"{shas['32'][:10]} does not build, skipped \(git bisect skip\): \S*unit_00\.cpp:\d+:\d+: "
@@ -82,6 +84,11 @@ def test_bisect_finds_the_regression_in_its_own_worktree_at_incremental_cost(tmp
     assert built[0]["compiled"] > max(s["compiled"] for s in built[1:])  # incremental after the first build
     log = (co / ".torchbuild" / "bisect" / "bisect.log").read_text()
     assert log.count("== step") == len(steps) and "-999995" in log  # COMMAND's own output is in the log
+    # a secret given with --set reaches the builds, never the terminal or a file the bisection writes
+    assert state(co)["sets"] == ["MY_TOKEN=***"] and SECRET not in done.output
+    written = [p for p in (co / ".torchbuild" / "bisect").rglob("*") if p.is_file() and "worktree" not in p.parts
+               and "envs" not in p.parts]
+    assert written and [p for p in written if SECRET.encode() in p.read_bytes()] == []
 
     # the user's checkout, work, env and tree are as they were: the same import, and the build is a no-op
     assert tree_state(co) == before and (co / "notes.txt").read_text() == "mine\n"
