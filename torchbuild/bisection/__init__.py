@@ -227,7 +227,7 @@ def run_step(bcfg: Config, state: dict[str, Any], place: Path, tree: Path, commi
         written(log, f"verdict: skip: does not build: {failed}\n")
         return step
     python = Path(state["python_exe"])
-    version = check_version(python, tree, commit)
+    version = check_version(python, tree, commit, state)
     written(log, f"version: {version}\n")
     prefix = python.parent.parent
     changes = {"PATH": f"{python.parent}{os.pathsep}{env.get('PATH', '')}", "VIRTUAL_ENV": str(prefix)}
@@ -320,6 +320,10 @@ def overlay(state: dict[str, Any], place: Path, tree: Path, commit: str) -> None
     names = state.get("names") or state["built"]
     found = version_info(Path(state["python_exe"]), tree)
     path = Path(found["file"] or "")
+    if found.get("git_version") is None:  # no version.py naming a commit (not PyTorch's rule): nothing to rewrite
+        state["serving"] = commit
+        worktree.write_state(place, state)
+        return
     if found.get("git_version") != names or not path.is_file():
         raise TorchbuildError(f"the bisection's binaries do not name {names[:10]}, the commit they were built from "
                               f"({found.get('git_version')} in {path})", "run `inv bisect --reset` and start again")
@@ -358,15 +362,23 @@ def _package(tree: Path) -> str:
     return package_name(tree)
 
 
-def check_version(python: Path, tree: Path, commit: str) -> str:
-    """The binaries the env imports name `commit` (git_version, `+git<sha7>`) and come from the worktree; else
-    an error: a wrong binary never reaches COMMAND."""
+def check_version(python: Path, tree: Path, commit: str, state: Mapping[str, Any]) -> str:
+    """The binaries the env imports name `commit` (git_version, `+git<sha7>`) and come from the worktree or the
+    bisection's env; else an error: a wrong binary never reaches COMMAND. A project without PyTorch's
+    version.py (git_version) names no commit: its binaries are those the bisection built, or reused by the
+    ladder's rule, from `state`."""
+    from ..builder.drivers import detect
+
     found = version_info(python, tree)
     version, sha, origin = found.get("version") or "", found.get("git_version"), found.get("package") or ""
     where = f"{found.get('file')}"
-    if not Path(origin).resolve().is_relative_to(tree.resolve()):
-        raise TorchbuildError(f"the bisection's env imports {_package(tree)} from {origin}, not from its worktree "
-                              f"{tree}", "run `inv bisect --reset` and start again")
+    owned = (tree.resolve(), python.parent.parent.resolve())
+    if not origin or not any(Path(origin).resolve().is_relative_to(root) for root in owned):
+        raise TorchbuildError(f"the bisection's env imports {_package(tree)} from {origin or 'nowhere'}, not from "
+                              f"its worktree {tree} or env", "run `inv bisect --reset` and start again")
+    if sha is None and not detect(tree).pytorch():
+        return f"{_package(tree)} names no commit (no version.py git_version); from {origin}, binaries of " \
+               f"{str(state.get('built'))[:10]}"
     if sha != commit or ("+git" in version and f"+git{commit[:7]}" not in version):
         raise TorchbuildError(f"the binaries for {commit[:10]} say {version} (git_version {sha}, {where}): not that "
                               "commit's; COMMAND was not run", "run `inv bisect --resume` (it builds again), or "
