@@ -13,6 +13,7 @@ git, so Ctrl-C, kill -9 or a reboot loses nothing: `--resume` goes on, `--reset`
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -24,6 +25,7 @@ from .. import builder as b
 from .. import console as _console
 from .. import git as _git
 from .. import nightly as _nightly
+from ..builder.ownership.trees import tree_size
 from ..builder.request import parse_sets
 from ..config import Config, Origin, OriginKind
 from ..errors import BuildFailed, Interrupted, TorchbuildError
@@ -70,12 +72,9 @@ def reset(cfg: Config) -> int:
     if not place.exists():
         con.info(f"no bisection in {checkout}: nothing to reset")
         return 0
-    freed = worktree.size(place)
+    freed = tree_size(place)
     with locked(place.parent / "bisect.lock", "resetting the bisection", "a bisection is running"):
-        worktree.remove(checkout, place / "worktree")
-        import shutil
-
-        shutil.rmtree(place)
+        worktree.remove(checkout, place)
     con.ok(f"bisection reset: its worktree, env, build tree and logs removed ({freed / 1024 ** 2:.1f} MiB); "
            f"{checkout} is as it was")
     return 0
@@ -232,6 +231,7 @@ def run_step(bcfg: Config, state: dict[str, Any], place: Path, tree: Path, commi
     prefix = python.parent.parent
     changes = {"PATH": f"{python.parent}{os.pathsep}{env.get('PATH', '')}", "VIRTUAL_ENV": str(prefix)}
     con.info(f"  version {version}; running {' '.join(state['command'])}")
+
     def shown(line: str) -> None:
         written(log, line + "\n")
         con.info(f"  | {line}")
@@ -253,13 +253,12 @@ def obtain(bcfg: Config, state: dict[str, Any], place: Path, tree: Path, commit:
            env: Mapping[str, str], log: IO[str]) -> tuple[ladder.Way, int, str | None]:
     """The commit's binaries in the bisection's env: the way taken, compile steps, why it failed to build."""
     from ..builder.drivers import detect
-    from ..builder.plan import package_name
 
     built, serving, nightly = state.get("built"), state.get("serving"), state.get("binaries") == "nightly"
     if serving != commit:
         restore(state, place)
         serving = built
-    package = package_name(tree)
+    package = _package(tree)
     diff = worktree.diff(tree, built, commit) if built and serving == built else None
     way = ladder.choose(commit, built, serving, diff, package, detect(tree).outputs_in_env and not nightly)
     found = prebuilt.candidate(bcfg, state, tree, commit, env) if way.kind == "build" else None
@@ -356,7 +355,9 @@ def version_info(python: Path, tree: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+@functools.lru_cache(maxsize=None)
 def _package(tree: Path) -> str:
+    """What `import X` tests in the worktree (asked once a bisection: each step would glob the checkout again)."""
     from ..builder.plan import package_name
 
     return package_name(tree)

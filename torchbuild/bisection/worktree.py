@@ -51,10 +51,11 @@ def add(checkout: Path, tree: Path, commit: str) -> None:
                               "fix what git says, then run `inv bisect --reset` and start again") from None
 
 
-def remove(checkout: Path, tree: Path) -> None:
-    """The worktree and git's record of it (its bisect refs and submodules' repos live in that record)."""
-    if tree.exists():
-        shutil.rmtree(tree)
+def remove(checkout: Path, place: Path) -> None:
+    """The bisection's folder (worktree, env, tree, logs, state) and git's record of the worktree (its bisect
+    refs and submodules' repos live in that record)."""
+    if place.exists():
+        shutil.rmtree(place)
     git(checkout, "worktree", "prune", check=False)
 
 
@@ -117,13 +118,3 @@ def write_state(place: Path, state: dict[str, Any]) -> None:
     tmp.write_text(json.dumps({k: v for k, v in state.items() if not k.startswith("_")}, indent=1))  # _: memory only
     os.replace(tmp, place / STATE)
 
-
-def size(path: Path) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                pass
-    return total
