@@ -52,11 +52,18 @@ def add(checkout: Path, tree: Path, commit: str) -> None:
 
 
 def remove(checkout: Path, place: Path) -> None:
-    """The bisection's folder (worktree, env, tree, logs, state) and git's record of the worktree (its bisect
-    refs and submodules' repos live in that record)."""
+    """The bisection's folder (worktree, env, tree, logs, state) and git's record of that worktree alone (its
+    bisect refs and submodules' repos live there), found through the worktree's own .git file: `git worktree
+    prune` would also drop the records of the user's worktrees on a disk not mounted now, and `git worktree
+    remove` refuses a worktree holding submodules."""
+    link = place / "worktree" / ".git"
+    record = None
+    if link.is_file() and link.read_text().startswith("gitdir:"):
+        record = Path(link.read_text()[len("gitdir:"):].strip())
+    if record is not None and record.parent.name == "worktrees" and (record / "gitdir").is_file():
+        shutil.rmtree(record)
     if place.exists():
         shutil.rmtree(place)
-    git(checkout, "worktree", "prune", check=False)
 
 
 def head(tree: Path) -> str:
