@@ -27,6 +27,8 @@ HELP = {
     "path": "the checkout (default: source.path)",
     "dist": "folder for --wheel (default: dist/)",
     "rerun": "run the build command even when everything is up to date",
+    "torch": "build this extension against the torch a PyTorch checkout torchbuild builds holds now (its "
+             "configuration's Python, CUDA, build type and env), e.g. ../pytorch",
     "part": "core or python: one half of the split build (BUILD_LIBTORCH_WHL / BUILD_PYTHON_ONLY)",
     "record": "print the record of the last build (commit, patches, packages, tools, environment) and exit",
     "profile": "print where the last build's time went (phases, slowest units and links) and its timeline",
@@ -49,7 +51,7 @@ def run_build(root: Path | None, **given: Any) -> None:
     kw = {**DEFAULTS, **given}
     cli.main(root, "build.build", verbose=kw["verbose"], flags={
         "build.cuda": kw["cuda"], "build.python": kw["python"], "build.jobs": kw["jobs"], "build.arch": kw["arch"],
-        "source.path": kw["path"],
+        "source.path": kw["path"], "build.torch": kw["torch"],
     }, debug=kw["debug"], rel_with_deb_info=kw["rel_with_deb_info"], wheel=kw["wheel"], clean=kw["clean"],
         sets=kw["set"] or [], env_name=kw["env"], force=kw["force"], dry_run=kw["dry_run"], dist=kw["dist"],
         rerun=kw["rerun"], show_record=kw["record"], part=kw["part"], show_profile=kw["profile"],

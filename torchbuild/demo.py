@@ -329,6 +329,17 @@ def make_upstream(root: Path, url_base: str | None = None,
     return up
 
 
+def make_extension(up: Upstream) -> Path:
+    """The demo's companion repo `extension_cpp` (demo_project/extension_cpp): a C++/CUDA extension built against
+    an installed minitorch the way cpp_extension builds (BuildExtension: build.ninja in build_temp, ninja);
+    its path."""
+    repo = up.repo("extension_cpp")
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    up.commit("extension_cpp", {**folder_files(PROJECT / "extension_cpp"), **up.extra_files.get("extension_cpp", {})},
+              "extension_cpp: initial")
+    return repo
+
 # `inv bisect`'s history: commits on the demo's pytorch repo as PyTorch's main branch mixes them (Python-only,
 # one C++ unit, the header every unit includes, native_functions.yaml, a submodule bump), one that does not
 # build (fixed by the next) and one regression: from it on, checksum() is negative.

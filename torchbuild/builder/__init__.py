@@ -20,6 +20,7 @@ from typing import Mapping
 from .. import console as _console
 from ..config import Config
 from ..errors import TorchbuildError
+from . import against
 from .execute import BuildResult, execute
 from .explain import confirmed, could_take, explain
 from .facts import BuildFacts, gather
@@ -60,7 +61,33 @@ def build(cfg: Config, request: BuildRequest, base_env: Mapping[str, str]) -> Ou
             con.result(line)
         return Outcome(plan, None)
     with con.timed(f"build {plan.key}"):
-        return Outcome(plan, execute(plan, request, base_env))
+        outcome = Outcome(plan, execute(plan, request, base_env))
+    after_build(plan)
+    return outcome
+
+
+def after_build(plan: Plan) -> None:
+    """What a finished build owes the stack around torch (against.py): a CUDA extension's device code is
+    checked (its label is the truth); a torch built into a managed env is pinned there."""
+    from .drivers import detect
+    from .ownership.records import read_marker
+
+    if plan.torch_folder is not None and plan.toolkit is not None:
+        marker = read_marker(plan.checkout / "build") or {}
+        outputs = [plan.checkout / rel for rel in marker.get("outputs") or {}]  # type: ignore[attr-defined]
+        outputs += [plan.env.prefix / rel for rel in marker.get("env_files") or {}]  # type: ignore[attr-defined]
+        names = against.without_device_code(outputs)
+        if names:
+            raise TorchbuildError(
+                f"{plan.key} is a CUDA configuration, but the extension it built holds no device code "
+                f"({', '.join(names)}: no .nv_fatbin): its setup.py compiled no CUDA source, though FORCE_CUDA=1 was "
+                "set (many decide by torch.cuda.is_available() alone, false without a GPU)",
+                "build it for CPU with --cuda none, or make its setup.py build the CUDA sources where CUDA_HOME "
+                "is set (TORCH_CUDA_ARCH_LIST names the archs)")
+    if plan.env.name is not None and not plan.wheel and detect(plan.checkout).pytorch():
+        dist = against.installed_dist(plan.env.prefix, plan.checkout)
+        if dist:
+            against.protect(plan.env.python, *dist)
 
 
 def asking(request: BuildRequest) -> bool:

@@ -24,7 +24,7 @@ from ..errors import BuildFailed, CommandError
 from ..progress import Tracker
 from ..run import format_command, merged_env, run
 from ..toolchain import linkers
-from . import inplace, pools, profile, record, shortcut
+from . import against, inplace, pools, profile, record, shortcut
 from .cachestats import miss_reasons, parse_sccache_stats, parse_stats_log
 from .explain import remember
 from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
@@ -133,13 +133,15 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         if not same and marker is not None and not (opts.clean or opts.rerun or changed or fresh):
             con.info(f"the whole way: {added or why_whole_way(marker, parts, placed, serves)}")
         by_depfiles = same and not trees and bool(plan.in_place)  # setuptools compiles: its objects' depfiles
-        explained = (inplace.stale_objects(checkout) if by_depfiles else pending(trees, plan, base_env)) if same \
-            else None
+        explained, work = inplace.pending(checkout, plan, base_env) if by_depfiles else \
+            (pending(trees, plan, base_env) if same else None, "ninja has no work")
+        relink = against.pending(build, plan.torch_folder)  # the torch's libraries export other symbols
+        explained = None if explained is None else explained + relink
+        con.info(relink[0].removeprefix("ninja explain: ")) if relink else None
         tree = worktree(checkout) if not plan.wheel and (checkout / ".git").exists() else None
         edited = off_graph(marker, tree, plan.package, files) if same and marker and tree is not None else None
         if same and edited is None and nothing_to_do(explained):
             what = f"the wheel {kept.name}" if kept else "the install"
-            work = "no input its compiler's depfiles name is newer" if by_depfiles else "ninja has no work"
             con.info(f"up to date: {work}, the inputs, the {len(files)} file(s) in the checkout and "
                      f"{what} are this configuration's; nothing was run (--rerun runs the build command anyway)")
             result.seconds = time.monotonic() - start

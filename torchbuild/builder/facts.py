@@ -22,6 +22,7 @@ from ..toolchain import compilers, cuda, gpu, linkers, search_path, system
 from ..toolchain.cuda import Toolkit
 from ..toolchain.linkers import Linker
 from . import pools
+from .against import TorchConfiguration
 from .drivers import detect
 from .drivers.pep517 import Pep517, calls_cmake
 from .drivers.setuptools_era import SetuptoolsEra
@@ -64,8 +65,9 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
         check_disk(checkout, cfg.build.min_free_gb)
         system.check_writable(cfg.root / cfg.paths.logs, "log dir", "paths.logs")
     check_compiler(env)
-    toolkit = choose_toolkit(cfg, request.cuda, env)
-    choice = envs.choose(cfg, request.python, request.env_name, env)
+    toolkit = choose_toolkit(cfg, request.cuda, env) if request.torch is None else torch_toolkit(cfg, request, env)
+    choice = envs.choose(cfg, request.python, request.env_name, env) if request.torch is None else \
+        torch_env(request.torch)
     cuda_tag = toolkit.version if toolkit else None
     ccs = compilers.discover(env)
     notes = []
@@ -159,6 +161,32 @@ def choose_toolkit(cfg: Config, spec: str, env: Mapping[str, str]) -> Toolkit | 
         raise TorchbuildError(f"the CUDA {toolkit.version} toolkit at {toolkit.root} is gone or broken",
                               "run `inv cuda.list` and choose another with --cuda")
     return toolkit
+
+
+def torch_toolkit(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> Toolkit | None:
+    """The toolkit of the torch configuration an extension builds against (--torch): the one it was built with;
+    none for a CPU torch, for --cuda none, and for a project without CUDA code (its configuration is CPU)."""
+    if request.cuda in ("none", "cpu") or not uses_cuda(cfg.source_path):
+        return None
+    assert request.torch is not None
+    found = [t for t in cuda.for_config(cfg, env) if str(t.root) == request.cuda]
+    if not found:
+        raise TorchbuildError(f"--torch {request.torch.checkout}: its configuration {request.torch.key} was built with "
+                              f"the CUDA toolkit at {request.cuda}, which is not here any more",
+                              "build that checkout again with a toolkit `inv cuda.list` shows, then this one")
+    return found[0]
+
+
+def torch_env(torch: TorchConfiguration) -> envs.EnvChoice:
+    """The env the torch configuration is installed in: the extension builds there, importing that torch."""
+    prefix = torch.env_python.parent.parent
+    made = envs.read(prefix)
+    if made is None or not torch.env_python.exists():
+        raise TorchbuildError(f"--torch {torch.checkout}: the env its configuration {torch.key} was built in, "
+                              f"{prefix}, is gone or unfinished", f"build it again: `torchbuild build --path "
+                              f"{torch.checkout}`")
+    return envs.EnvChoice(prefix, torch.env_python, made.version, f"--torch: {torch.key} of {torch.checkout} is "
+                          "installed there", None, True, made.backend, made.setuptools)
 
 
 def what_cuda_needs(version: str, ccs: list[compilers.Compiler]) -> str:

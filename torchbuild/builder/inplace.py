@@ -21,6 +21,8 @@ from typing import Iterable, Mapping
 
 from ..run import run
 from .drivers.pep517 import KEPT_BUILD_TEMP
+from .ownership import uptodate
+from .plan import Plan
 from .shortcut import changed_since
 
 
@@ -47,6 +49,16 @@ def refusal(checkout: Path, marker: Mapping[str, object], now: Mapping[str, obje
                       check=False).stdout.split("\0")) if changed else set()
     new = [p for p in changed if p not in tracked]
     return f"{new[0]} is new since the last build: the install's mapping may change" if new else None
+
+
+def pending(checkout: Path, plan: Plan, base_env: Mapping[str, str]) -> tuple[list[str] | None, str]:
+    """What the in-place build would redo, and what says so: ninja in the kept build_temp where the project's
+    build_ext compiles through a build.ninja of its own there (torch's cpp_extension BuildExtension: its
+    depfiles are ninja's, `deps = gcc`, read into .ninja_deps and deleted), else the objects' depfiles."""
+    temp = checkout / KEPT_BUILD_TEMP
+    if (temp / "build.ninja").is_file():
+        return uptodate.pending([temp], plan, base_env), "ninja has no work in build_ext's build.ninja"
+    return stale_objects(checkout), "no input its compiler's depfiles name is newer"
 
 
 def stale_objects(checkout: Path) -> list[str] | None:

@@ -20,6 +20,7 @@ from ..run import format_command, merged_env
 from ..toolchain import system
 from ..toolchain.cuda import Toolkit
 from ..toolchain.linkers import Linker
+from . import against
 from .drivers import Driver, detect
 from .facts import BuildFacts
 from .pools import per_job
@@ -76,6 +77,7 @@ class Plan:
     forwards_cmake: bool = False  # the build passes CMAKE_* variables on to CMake (pools.py)
     memory: int = 0  # bytes the build may use (build.memory_gb, the cgroup, MemAvailable) at planning
     in_place: tuple[str, ...] = ()  # setuptools' in-place build, standing in for the editable one (inplace.py)
+    torch_folder: Path | None = None  # an extension's: the folder of the torch it builds against (against.py)
 
 
 
@@ -121,6 +123,8 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
         key = "core-" + key.split("-", 1)[1]
     elif opts.part == "python":
         key += "-python"
+    if opts.torch is not None:  # one tree per (its configuration x the torch it is built against)
+        key += "-" + opts.torch.tag
     notes = list(facts.notes)
     driver = detect(checkout)
     pytorch = driver.pytorch()  # PyTorch's variables only where PyTorch reads them
@@ -179,6 +183,12 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
     changes["CMAKE_PREFIX_PATH"] = str(env.prefix) + (os.pathsep + prefix_path if prefix_path else "")
     if pytorch:
         changes["USE_NINJA"] = "1"
+    extends = None if pytorch else against.extends(checkout)
+    if extends and toolkit is not None:  # torchvision's switch: CUDA code even where no GPU is visible
+        changes["FORCE_CUDA"] = "1"
+    pins = env.prefix / against.CONSTRAINTS
+    if pytorch and pins.is_file() and not base_env.get("PIP_CONSTRAINT"):  # its own pin may not refuse a new build
+        changes["PIP_CONSTRAINT"] = " ".join(against.pinned_before(pins)) or os.devnull
     if facts.generator:
         changes["CMAKE_GENERATOR"] = facts.generator
     if pytorch and not base_env.get("BUILD_TEST"):  # PyTorch's C++ tests: off unless the shell asks for them
@@ -254,7 +264,8 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
                 cfg.cache_root / "linkers.json", driver.describe(), driver.outputs_in_env and not opts.wheel,
                 driver.env_install(opts.build_type), after_install(driver, env, toolkit, opts.wheel, full),
                 driver.forwards_cmake_variables(), memory,
-                () if opts.wheel else driver.in_place(str(env.python)))
+                () if opts.wheel else driver.in_place(str(env.python)),
+                against.folder(extends, env.prefix, opts.torch.checkout if opts.torch else None) if extends else None)
 
 
 def after_install(driver: Driver, env: EnvChoice, toolkit: Toolkit | None, wheel: bool,

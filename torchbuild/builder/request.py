@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Sequence
 from ..config import Config, OriginKind
 from ..console import add_secrets, secret_values
 from ..errors import TorchbuildError
+from .against import TorchConfiguration, configuration
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class BuildRequest:
     rerun: bool = False
     part: str = "all"  # the split build: "core" (BUILD_LIBTORCH_WHL=1) or "python" (BUILD_PYTHON_ONLY=1)
     shortcut: bool = True  # build.shortcut (shortcut.py)
+    torch: TorchConfiguration | None = None  # build.torch: the PyTorch configuration an extension builds against
 
     def again(self) -> str:
         """The build command that builds this configuration again, with the flags that chose it."""
@@ -53,6 +56,10 @@ class BuildRequest:
         if debug and rel_with_deb_info:
             raise TorchbuildError("--debug and --rel-with-deb-info exclude each other", "pass one of them")
         build_type = "debug" if debug else "relwithdebinfo" if rel_with_deb_info else cfg.build.build_type
+        torch = configuration((cfg.root / cfg.build.torch), os.environ) if cfg.build.torch else None
+        cuda, python = cfg.build.cuda, cfg.build.python
+        if torch is not None:  # its configuration's Python, CUDA and build type, unless a setting names another
+            build_type, python, cuda = agree(cfg, torch, build_type, debug or rel_with_deb_info)
         if part not in ("all", "core", "python"):
             raise TorchbuildError(f"--part takes core or python, got '{part}'",
                                   "core: the Python-independent libraries (BUILD_LIBTORCH_WHL=1); python: the "
@@ -62,13 +69,34 @@ class BuildRequest:
             raise TorchbuildError(f"--part {part}: the checkout at {cfg.source_path} cannot make the split build: "
                                   f"{refused}", "build it whole: leave out --part")
         origin = cfg.origins.get("build.python")
-        explicit = origin is not None and origin.kind in (OriginKind.FLAG, OriginKind.ENV)
-        return cls(cuda=cfg.build.cuda, python=cfg.build.python if explicit else None, env_name=env_name,
+        explicit = torch is not None or origin is not None and origin.kind in (OriginKind.FLAG, OriginKind.ENV)
+        return cls(cuda=cuda, python=python if explicit else None, env_name=env_name,
                    build_type=build_type, jobs=cfg.build.jobs, arch=cfg.build.arch, wheel=wheel, clean=clean,
                    sets=tuple(parse_sets(sets)), force=force, dry_run=dry_run or explain, explain=explain, yes=yes,
                    verbose=verbose,
                    dist=Path(dist).resolve() if dist else None, rerun=rerun, part=part,
-                   shortcut=cfg.build.shortcut)
+                   shortcut=cfg.build.shortcut, torch=torch)
+
+
+def agree(cfg: Config, torch: TorchConfiguration, build_type: str, type_flag: bool) -> tuple[str, str, str]:
+    """The build type, Python and CUDA of an extension built against `torch`: its configuration's; a setting
+    that names another is an error (an extension loads only into the torch it was built against)."""
+    def named(key: str) -> bool:
+        origin = cfg.origins.get(key)
+        return origin is not None and origin.kind != OriginKind.DEFAULT
+
+    cpu = cfg.build.cuda in ("none", "cpu")
+    clashes = [f"{what} {mine}" for what, mine, theirs, given in (
+        ("build type", build_type, torch.build_type, type_flag or named("build.build_type")),
+        ("Python", cfg.build.python, torch.python, named("build.python")),
+        ("CUDA", cfg.build.cuda, "none", named("build.cuda") and torch.cuda is None and not cpu))
+        if given and mine != theirs]
+    if clashes:
+        raise TorchbuildError(f"--torch {torch.checkout}: it holds {torch.key}, and this build asks for "
+                              f"{', '.join(clashes)}", "leave those flags out (the extension takes the torch's "
+                              f"configuration), or build that configuration there first: `torchbuild build --path "
+                              f"{torch.checkout}` with them")
+    return torch.build_type, torch.python, "none" if cpu or torch.cuda is None else torch.cuda  # a CPU extension
 
 
 SPLIT_READERS = ("setup.py", "cmake/EnvVarForwarding.cmake", "tools/metadata/dependencies.py")  # both eras

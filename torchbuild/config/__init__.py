@@ -20,7 +20,7 @@ from ..errors import ConfigError
 from .values import coerce, read_yaml, shown_path
 
 CONFIG_NAME = "torchbuild.yaml"
-CWD_RELATIVE = {"source.path", "patches.dir", "paths.cache_dir", "paths.logs", "paths.envs"}
+CWD_RELATIVE = {"source.path", "build.torch", "patches.dir", "paths.cache_dir", "paths.logs", "paths.envs"}
 ENV_PREFIX = "TORCHBUILD_"
 
 
@@ -123,6 +123,8 @@ class BuildConfig:
     mkl: bool = _spec(True, "bool", "install MKL (pip's mkl-static and mkl-include on Linux x86_64, conda's mkl) into "
                                     "managed envs for a PyTorch checkout: about 1.3 GB an env; off: PyTorch finds "
                                     "no MKL and builds with another BLAS")
+    torch: str | None = _spec(None, "str?", "an extension or domain library builds against the torch of this PyTorch "
+                                            "checkout torchbuild builds (its configuration and env), e.g. ../pytorch")
     shortcut: bool = _spec(True, "bool", "when only files ninja builds from changed since the last build, run "
                                          "setup.py's own `cmake --build . --target install` in build/, without pip")
 

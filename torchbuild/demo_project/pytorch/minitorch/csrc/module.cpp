@@ -70,4 +70,9 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "minitorch._C", nullptr, -1, methods};
 
-extern "C" __attribute__((visibility("default"))) PyObject* initModule(void) { return PyModule_Create(&module); }
+// The C++ ABI extensions must be built with (torch._C._GLIBCXX_USE_CXX11_ABI, read by cpp_extension).
+extern "C" __attribute__((visibility("default"))) PyObject* initModule(void) {
+  PyObject* m = PyModule_Create(&module);
+  if (m != nullptr) PyModule_AddIntConstant(m, "_GLIBCXX_USE_CXX11_ABI", _GLIBCXX_USE_CXX11_ABI);
+  return m;
+}

@@ -1,0 +1,109 @@
+"""An extension built against the torch a PyTorch checkout's configuration holds (`--torch`): the demo's companion
+extension_cpp (minitorch.utils.cpp_extension's BuildExtension: build.ninja in build_temp, ninja) against the demo
+torch, with real gcc, ninja, pip and nvcc."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchbuild.demo import make_extension, make_upstream
+
+from .conftest import git, inv
+from .test_build import NVCC, build, env_python, shared  # noqa: F401  (fixture)
+
+EXT = "import extension_cpp, minitorch; print(extension_cpp.checksum_twice(5), minitorch.checksum(5), " \
+      "extension_cpp.cuda_built(), extension_cpp.__file__)"
+
+
+def imported(cwd: Path) -> list[str]:
+    done = subprocess.run([str(env_python()), "-c", EXT], cwd=cwd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def commit(repo: Path, message: str) -> None:
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", message)
+
+
+@pytest.mark.slow
+def test_extension_builds_against_the_configurations_torch_incrementally_and_abi_aware(tmp_path, shared, monkeypatch):  # noqa: F811
+    for key, value in {**shared, "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs")}.items():
+        monkeypatch.setenv(key, value)
+    up = make_upstream(tmp_path / "upstream", units=4)
+    make_extension(up)
+    co, ext = tmp_path / "co", tmp_path / "ext"
+    inv("clone", "--url", up.url("pytorch"), "--path", str(co), check=True)
+    git(tmp_path, "clone", "-q", up.url("extension_cpp"), str(ext))
+    cuda = NVCC.exists()
+    built = build(co, "--cuda", "13.0" if cuda else "none")
+    torch_key = f"py{sys.version_info[0]}.{sys.version_info[1]}-{'cu130' if cuda else 'cpu'}-release"
+    assert f"{torch_key} built" in built.stderr
+
+    # bad input: one line naming the problem, nothing built
+    wrong = build(ext, "--torch", str(tmp_path / "nowhere"), check=False)
+    assert wrong.returncode == 1 and "--torch" in wrong.stderr and "there is no folder" in wrong.stderr
+    not_torch = build(ext, "--torch", str(ext), check=False)
+    assert not_torch.returncode == 1 and "is not a PyTorch checkout" in not_torch.stderr
+    clash = build(ext, "--torch", str(co), "--debug", check=False)
+    assert clash.returncode == 1 and f"it holds {torch_key}" in clash.stderr and "build type debug" in clash.stderr
+    assert not (ext / "build").exists()
+
+    # a CPU extension against the configuration's torch, in its env: one tree per (configuration x torch)
+    first = build(ext, "--torch", str(co), "--cuda", "none")
+    key = next(w for w in first.stderr.split() if w.startswith("py3.") and "-on-co-" in w)
+    assert key.startswith(torch_key.replace("cu130", "cpu")) and f"--torch: {torch_key} of {co}" in first.stderr
+    twice, once, device, where = imported(tmp_path)
+    assert int(twice) == 2 * int(once) and device == "False" and where.startswith(str(ext))
+    in_place = build(ext, "--torch", str(co), "--cuda", "none")  # its kept tree starts: build_ext in place
+    assert "setup.py build_ext --inplace --force --build-temp build/temp.torchbuild" in in_place.stderr
+    noop = build(ext, "--torch", str(co), "--cuda", "none")
+    assert "up to date: ninja has no work in build_ext's build.ninja" in noop.stderr
+    (ext / "extension_cpp/csrc/ops.cpp").write_text((ext / "extension_cpp/csrc/ops.cpp").read_text() + "// edit\n")
+    edited = build(ext, "--torch", str(co), "--cuda", "none")
+    assert f"{key} built" in edited.stderr and ": 1 compile step(s)" in edited.stderr
+
+    # torch rebuilt with a unit's body changed: no header, no exported symbol changed: the extension is up to date
+    unit = co / "c10/core/unit_01.cpp"
+    unit.write_text(unit.read_text().replace("return ", "return 0 + ", 1))
+    assert f"{torch_key} built" in build(co).stderr
+    assert "up to date" in build(ext, "--torch", str(co), "--cuda", "none").stderr
+    # a new exported symbol: linked again, nothing compiled
+    unit.write_text(unit.read_text() + "namespace c10 { long unit_01_extra(long n) { return n; } }\n")
+    build(co)
+    relinked = build(ext, "--torch", str(co), "--cuda", "none")
+    assert "libc10.so (torch) exports other symbols than at the last build" in relinked.stderr
+    assert ": 0 compile step(s)" in relinked.stderr
+    # a header the extension includes: what includes it compiles again, and the import is right
+    header = co / "c10/include/c10/core.h"
+    header.write_text(header.read_text().replace("long checksum(long n);", "long checksum(long n);\nlong more(long);"))
+    build(co)
+    assert ": 1 compile step(s)" in build(ext, "--torch", str(co), "--cuda", "none").stderr
+    twice, once, _, _ = imported(tmp_path)
+    assert int(twice) == 2 * int(once)
+
+    # the torch is protected: a resolution that would replace it fails naming it; a new commit of it still builds
+    needs = tmp_path / "needs_old"
+    needs.mkdir()
+    (needs / "setup.py").write_text('from setuptools import setup\nsetup(name="needs_old", version="1.0", '
+                                    'install_requires=["minitorch==2.0"])\n')
+    refused = subprocess.run([str(env_python()), "-m", "pip", "install", "--no-build-isolation", str(needs)],
+                             capture_output=True, text=True)
+    assert refused.returncode != 0 and "The user requested (constraint) minitorch==2.11.0a0+git" in refused.stdout
+    commit(co, "torch: a new commit")
+    assert f"{torch_key} built" in build(co).stderr
+    version = subprocess.run([str(env_python()), "-m", "pip", "show", "minitorch"], capture_output=True,
+                             text=True).stdout
+    assert f"+git{git(co, 'rev-parse', '--short=7', 'HEAD')}" in version
+
+    if not cuda:
+        pytest.skip("no nvcc at /usr/local/cuda-13.0: the CUDA extension's device code is not checked")
+    # CUDA: FORCE_CUDA=1 builds the device code (as torchvision's setup.py reads it) ...
+    on_cuda = build(ext, "--torch", str(co))
+    assert f"{torch_key}-on-co-" in on_cuda.stderr and imported(tmp_path)[2] == "True"
+    # ... and a CUDA configuration whose setup.py built no CUDA source is an error, not a CPU build called CUDA
+    cpu_only = build(ext, "--torch", str(co), "--set", "FORCE_CUDA=0", check=False)
+    assert cpu_only.returncode == 1 and "holds no device code" in cpu_only.stderr and "--cuda none" in cpu_only.stderr

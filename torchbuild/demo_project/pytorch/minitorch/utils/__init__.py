@@ -1,0 +1,1 @@
+"""As torch.utils: the helpers extensions build with."""
