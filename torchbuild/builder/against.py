@@ -225,3 +225,14 @@ def without_device_code(outputs: Iterable[Path]) -> list[str] | None:
     was built)."""
     libs = [p for p in outputs if p.suffix == ".so" or ".so." in p.name]
     return None if not libs or any(device_code(p) for p in libs) else sorted(p.name for p in libs)
+
+
+BUILT_CUDA = re.compile(r"^cuda(?::[^=\n]*)?=\s*(None|'([\d.]+)')\s*$", re.M)
+
+
+def built_cuda(torch_folder: Path) -> str | None:
+    """The CUDA version a torch was built with, as its version.py says (`cuda = '12.8'`), "cpu" for a CPU build
+    (`cuda = None`), None where it says neither."""
+    version = torch_folder / "version.py"
+    found = BUILT_CUDA.search(version.read_text(errors="replace")) if version.is_file() else None
+    return None if found is None else found.group(2) or "cpu"

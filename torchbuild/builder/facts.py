@@ -21,7 +21,7 @@ from ..run import run
 from ..toolchain import compilers, cuda, gpu, linkers, search_path, system
 from ..toolchain.cuda import Toolkit
 from ..toolchain.linkers import Linker
-from . import pools
+from . import against, pools
 from .against import TorchConfiguration
 from .drivers import detect
 from .drivers.pep517 import Pep517, calls_cmake
@@ -68,6 +68,8 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
     toolkit = choose_toolkit(cfg, request.cuda, env) if request.torch is None else torch_toolkit(cfg, request, env)
     choice = envs.choose(cfg, request.python, request.env_name, env) if request.torch is None else \
         torch_env(request.torch)
+    if request.torch is None and toolkit is not None:  # the env's own torch (a wheel) says which CUDA it takes
+        toolkit = env_torch_toolkit(cfg, checkout, choice.prefix, toolkit, env)
     cuda_tag = toolkit.version if toolkit else None
     ccs = compilers.discover(env)
     notes = []
@@ -175,6 +177,31 @@ def torch_toolkit(cfg: Config, request: BuildRequest, env: Mapping[str, str]) ->
                               f"the CUDA toolkit at {request.cuda}, which is not here any more",
                               "build that checkout again with a toolkit `inv cuda.list` shows, then this one")
     return found[0]
+
+
+def env_torch_toolkit(cfg: Config, checkout: Path, prefix: Path, toolkit: Toolkit, env: Mapping[str, str]
+                      ) -> Toolkit | None:
+    """An extension built against the env's own torch: a CPU torch makes it a CPU build (cpp_extension has no
+    CUDA_HOME under a CPU torch); a CUDA torch takes a toolkit of its CUDA's major version (cpp_extension
+    refuses another), the same minor where there is one."""
+    package = against.extends(checkout)
+    torch_folder = against.folder(package, prefix, None) if package else None
+    built = against.built_cuda(torch_folder) if torch_folder else None
+    if built is None or built == toolkit.version:
+        return toolkit
+    if built == "cpu":
+        _console.get().info(f"the env's {package} is a CPU build ({torch_folder}/version.py): the extension builds "
+                            "for CPU; a CUDA torch in the env, or --torch with a CUDA configuration, builds its CUDA")
+        return None
+    toolkits = cuda.for_config(cfg, env)
+    pick = cuda.select(toolkits, built) if any(t.version == built for t in toolkits) else \
+        cuda.select(toolkits, built.split(".")[0]) if any(t.version.split(".")[0] == built.split(".")[0]
+                                                          for t in toolkits) else None
+    if pick is None:
+        raise TorchbuildError(f"the env's {package} was built with CUDA {built}, and no CUDA {built.split('.')[0]}.x "
+                              "toolkit is here (cpp_extension refuses another major version)",
+                              f"add one: `inv cuda.install {built}`, or build for CPU with --cuda none")
+    return pick
 
 
 def torch_env(torch: TorchConfiguration) -> envs.EnvChoice:
