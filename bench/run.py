@@ -44,7 +44,8 @@ FIGURES = {"overhead": builds.overhead, "noop": builds.noop, "clone": clone.clon
            "loop": loop.loop, "main_era": main_era.main_era, "explain": explain.explain,
            "shapes": shapes.shapes, "core_hits": explain.core_hits, "memory_pool": pools.memory_pool,
            "first_build": realworld.first_build, "drivers": main_era.driver_shapes,
-           "bisect": bisect.bisect, "extension": extensions.extension}
+           "bisect": bisect.bisect, "extension": extensions.extension,
+           "extension_real": extensions.extension_real}
 
 
 def write_readme(results: dict) -> None:
@@ -84,7 +85,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="smaller demo builds (still 5 repetitions)")
     parser.add_argument("--only", nargs="*", default=None,
                         help="clone overhead noop switch matrix matrix_vs_build distcc envs memory realworld nightly "
-                             "loop main_era drivers explain shapes core_hits memory_pool bisect extension first_build "
+                             "loop main_era drivers explain shapes core_hits memory_pool bisect extension "
+                             "extension_real first_build "
                              "(heavy: not in the default list)")
     parser.add_argument("--readme", action="store_true", help="rewrite README's Performance table")
     args = parser.parse_args()

@@ -4,6 +4,7 @@ torch, with real gcc, ninja, pip and nvcc."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from torchbuild.demo import make_extension, make_upstream
 
-from .conftest import git, inv
+from .conftest import REAL_HOME, REPO, git, inv
 from .test_build import NVCC, build, env_python, shared  # noqa: F401  (fixture)
 
 EXT = "import extension_cpp, minitorch; print(extension_cpp.checksum_twice(5), minitorch.checksum(5), " \
@@ -107,3 +108,40 @@ def test_extension_builds_against_the_configurations_torch_incrementally_and_abi
     # ... and a CUDA configuration whose setup.py built no CUDA source is an error, not a CPU build called CUDA
     cpu_only = build(ext, "--torch", str(co), "--set", "FORCE_CUDA=0", check=False)
     assert cpu_only.returncode == 1 and "holds no device code" in cpu_only.stderr and "--cuda none" in cpu_only.stderr
+
+
+@pytest.mark.slow
+def test_matrix_builds_the_extensions_wheels_against_the_torch_matrix_wheels(tmp_path):
+    """`inv matrix` in an extension's project (build.torch): each session installs the torch project's wheel of
+    its Python x CUDA, builds the extension's wheel against it, and imports its compiled module in a fresh env
+    with that torch; a new torch wheel runs the session again."""
+    minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    up = make_upstream(tmp_path / "upstream", units=4)
+    make_extension(up)
+    common = f'matrix:\n  pythons: ["{minor}"]\n  cudas: ["none"]\npaths:\n  cache_dir: {tmp_path / "cache"}\n' \
+             "build:\n  min_free_gb: 1\n  mkl: false\n"
+    torch_proj = matrix_project(tmp_path / "torch", f"source:\n  url: {up.url('pytorch')}\n  path: co\n" + common)
+    ext_proj = matrix_project(tmp_path / "ext", f"source:\n  url: {up.url('extension_cpp')}\n  path: ext\n" + common
+                              + "  torch: ../torch\n")
+    env = {"HOME": str(REAL_HOME), "PIP_CACHE_DIR": str(REAL_HOME / ".cache" / "pip")}
+    for proj in (torch_proj, ext_proj):
+        inv("clone", root=proj, env=env, check=True)
+    missing = inv("matrix", root=ext_proj, env=env, timeout=600)
+    assert missing.returncode != 0 and f"build.torch ../torch: its matrix made no wheel for Python {minor}" \
+        in missing.output and "run `inv matrix` in" in missing.output
+    inv("matrix", root=torch_proj, env=env, check=True, timeout=600)
+    built = inv("matrix", "--failed", root=ext_proj, env=env, check=True, timeout=600)
+    assert "extension_cpp-0.1.0-cp3" in built.output and "imports in a fresh env" in built.output
+    git(torch_proj / "co", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "new")
+    inv("matrix", root=torch_proj, env=env, check=True, timeout=600)
+    again = inv("matrix", root=ext_proj, env=env, check=True, timeout=600)
+    assert "runs again: the torch's wheels changed" in again.output and "imports in a fresh env" in again.output
+
+
+def matrix_project(folder: Path, yaml: str) -> Path:
+    """A project folder with its own tasks.py, noxfile.py and torchbuild.yaml."""
+    folder.mkdir()
+    for name in ("tasks.py", "noxfile.py"):
+        shutil.copy(REPO / name, folder / name)
+    (folder / "torchbuild.yaml").write_text(yaml)
+    return folder

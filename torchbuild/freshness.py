@@ -13,7 +13,8 @@ from .builder.plan import affects_configure
 from .builder.slots import SLOTS_ENV
 from .config import Config
 from .digest import digest
-from .summary import SessionRecord
+from .errors import TorchbuildError
+from .summary import SessionRecord, torch_wheels
 from .toolchain.cuda import candidate_roots
 
 STARTED = "TORCHBUILD_MATRIX_STARTED"  # when `inv matrix` started nox (epoch seconds)
@@ -50,7 +51,11 @@ def depends(cfg: Config, python: str, cuda: str, venv: Path | None, source: list
     site = sorted(p.name for p in venv.glob("lib/python*/site-packages/*") if p.suffix in INSTALLED) if venv else []
     variables = sorted((k, v) for k, v in os.environ.items()
                        if affects_configure(k) or k.startswith("TORCHBUILD_") and k not in OWN_VARIABLES)
-    parts = {"the checkout": source,
+    try:  # an extension's: the torch project's wheels it builds against (a new one runs the session again)
+        torch: list[object] = [ident(w) for w in torch_wheels(cfg, python, cuda)] if cfg.build.torch else []
+    except TorchbuildError:
+        torch = ["missing"]
+    parts = {"the checkout": source, **({"the torch's wheels": torch} if torch else {}),
              "the settings": [__version__, python, cuda, repr(cfg.build), repr(cfg.cache), repr(cfg.toolchain),
                               cfg.matrix.split, str(cfg.source_path)],
              "the build variables": variables, "the tools on PATH": tools, "the CUDA toolkits": roots,

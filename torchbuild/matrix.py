@@ -35,7 +35,7 @@ from .errors import Interrupted, TorchbuildError
 from .freshness import STARTED, fingerprint, stamped
 from .locks import locked
 from .run import run
-from .summary import SUMMARY, SessionRecord, write_summary
+from .summary import SUMMARY, SessionRecord, install_torch, write_summary
 
 CORE = "core"  # in place of a Python in the core's fingerprint
 CORE_STAMP = "core.json"  # the core's wheel and fingerprint, beside the wheel
@@ -117,10 +117,12 @@ def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: 
         record = dataclasses.replace(record, result="skipped", reason=reason)
         con.warn(f"{name}: skipped: {reason}")
     else:
-        request = dataclasses.replace(BuildRequest.resolve(cfg, wheel=True, dist=dist, force=force), cuda=cuda,
+        own = dataclasses.replace(cfg, build=dataclasses.replace(cfg.build, torch=None))  # the env's torch: its wheel
+        request = dataclasses.replace(BuildRequest.resolve(own, wheel=True, dist=dist, force=force), cuda=cuda,
                                       python=None if venv is not None else python)
         split = cfg.matrix.split and split_supported(cfg.source_path)
         try:
+            against = install_torch(cfg, python, cuda, venv / "bin" / "python" if venv else Path(sys.executable))
             core, core_waits = build_core(cfg, request, env, source, venv / "bin" / "python" if venv else None) \
                 if split else (None, {})
             if split:
@@ -138,9 +140,9 @@ def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: 
                                          profile=str((result.profile or {}).get("html") or ""))
             if result.wheel is None:
                 raise TorchbuildError(f"the build left no wheel in {dist}", "look at the build log")
-            smoke_import(Path(str(result.python)), result.wheel, result.package, [core] if core else [],
-                         split)
-            record = dataclasses.replace(record, warning=wheels.manylinux_warning(result.wheel, [core] if core else []))
+            given = [*against, *([core] if core else [])]
+            smoke_import(Path(str(result.python)), result.wheel, result.package, given, split or bool(against))
+            record = dataclasses.replace(record, warning=wheels.manylinux_warning(result.wheel, given))
             if record.warning:
                 con.warn(f"{name}: the wheel {record.warning}")
             record = stamped(cfg, dataclasses.replace(record, core=str(core) if core else None), venv, source,
@@ -163,8 +165,7 @@ def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: 
 
 
 def budget(cfg: Config, pairs: list[tuple[str, str]]) -> tuple[int, str]:
-    """The matrix's one job budget: MAX_JOBS of one build from cores and free memory (CUDA's per-job
-    memory if any session builds CUDA), plus the distcc hosts' slots."""
+    """The job budget: MAX_JOBS of one build from cores and memory (CUDA's if any), plus distcc's slots."""
     from .builder.plan import remote_slots
     from .toolchain import system
 

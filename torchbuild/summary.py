@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from .config import Config, locate
 from .console import mask
+from .errors import TorchbuildError
 from .locks import locked
 
 SUMMARY = "matrix-summary.json"
@@ -122,3 +124,29 @@ def table(records: list[SessionRecord], fresh: set[str] | None = None) -> list[t
         rows.append((r.session, r.python, r.cuda, r.result, time_, waited, rate, r.path or "-",
                      (r.wheel or r.reason or "-") + (f" (warning: {r.warning})" if r.warning else "")))
     return rows
+
+
+def torch_wheels(cfg: Config, python: str, cuda: str) -> list[Path]:
+    """The wheels (the core's first, for a split build) the matrix of the torch project build.torch names made for
+    this Python x CUDA (its dist/matrix-summary.json): an extension's session builds against them."""
+    where = (cfg.root / str(cfg.build.torch)).resolve()
+    project = locate(where, {k: v for k, v in os.environ.items() if k != "TORCHBUILD_CONFIG"})
+    record = next((r for r in read_summary(project.root) if (r.python, r.cuda) == (python, cuda) and r.result == "ok"
+                   and r.wheel), None)
+    made = [Path(p) for p in (record.core, record.wheel) if p] if record else []
+    if not made or not all(p.is_file() for p in made):
+        raise TorchbuildError(f"build.torch {cfg.build.torch}: its matrix made no wheel for Python {python} x CUDA "
+                              f"{cuda} ({project.root / 'dist' / SUMMARY})", f"run `inv matrix` in {project.root} "
+                              "first, with this Python and CUDA in its matrix")
+    return made
+
+
+def install_torch(cfg: Config, python: str, cuda: str, env_python: Path) -> list[Path]:
+    """An extension's session (build.torch): the torch project's wheels for this Python x CUDA installed into its
+    env, which its build then takes as the env's own torch; the wheels ([] for any other project)."""
+    from . import wheels
+
+    made = torch_wheels(cfg, python, cuda) if cfg.build.torch else []
+    if made:
+        wheels.install(made, env_python, replace=True)
+    return made

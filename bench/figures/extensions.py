@@ -70,3 +70,63 @@ def extension(self: Bench) -> None:
         "said": next((line for line in done.stderr.splitlines() if "up to date" in line or "built in" in line), "")}
     print(f"{'extension after torch rebuild':28s} {done.stderr.count('up to date') > 0}", flush=True)
 
+
+
+REAL_TORCH = "torch==2.13.0+cpu"  # the index's CPU wheel (its Linux default is the CUDA build, ~5 GB)
+REAL_EXTENSION = "chamferdist==1.0.3"  # cpp_extension's CppExtension (CUDAExtension with FORCE_CUDA=1), 2 units
+
+
+def extension_real(self: Bench) -> None:
+    """chamferdist's sdist (a cpp_extension project whose units include torch/extension.h) against a registry torch
+    (torch 2.13.0+cpu, in a venv of its own for each way): `torchbuild build` in the active venv against
+    `pip install -e . --no-build-isolation`, alternating, 3 pairs: (a) a no-op, (b) one .cpp edited. Heavy
+    (the torch wheel, ~30 s a unit): not in the default list."""
+    sdist = self.work / "ext-real-sdist"
+    venvs = {way: self.work / f"ext-real-venv-{way}" for way in ("ours", "plain")}
+    for venv in venvs.values():
+        timed([sys.executable, "-m", "venv", str(venv)], self.env)
+        timed([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", REAL_TORCH, "setuptools", "ninja",
+               "numpy"], self.env)
+    timed([str(venvs["ours"] / "bin" / "python"), "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+           "--no-build-isolation", REAL_EXTENSION, "-d", str(sdist)], self.env)
+    archive = next(sdist.glob("*.tar.gz"))
+    trees = {}
+    for way in venvs:
+        tree = self.work / f"ext-real-{way}"
+        tree.mkdir()
+        timed(["tar", "xzf", str(archive), "-C", str(tree), "--strip-components=1"], self.env)
+        for argv in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "-c", "user.name=b", "-c", "user.email=b@b",
+                                                                   "commit", "-qm", "sdist"]):
+            timed(argv, self.env, cwd=tree)
+        trees[way] = tree
+    envs = {way: {**self.env, "VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}:{self.env['PATH']}",
+                  "TORCHBUILD_PATHS_CACHE_DIR": str(self.work / "ext-real-cache"), "MAX_JOBS": "2"}
+            for way, venv in venvs.items()}
+    ours = INV + ["build", "--path", str(trees["ours"])]
+    plain = [str(venvs["plain"] / "bin" / "python"), "-m", "pip", "install", "-q", "-e", ".", "--no-build-isolation",
+             "--no-deps"]
+    first = time.perf_counter()
+    timed(ours, envs["ours"])
+    self.results["extension real first build"] = {"seconds": round(time.perf_counter() - first, 1)}
+    timed(ours, envs["ours"])  # the kept tree starts
+    timed(plain, envs["plain"], cwd=trees["plain"])
+
+    def run(way: str) -> float:
+        start = time.perf_counter()
+        timed(ours if way == "ours" else plain, envs[way], cwd=trees[way])
+        subprocess.run([str(venvs[way] / "bin" / "python"), "-c", "import torch, chamferdist; "
+                        "chamferdist.ChamferDistance()(torch.rand(1, 9, 3), torch.rand(1, 7, 3))"],
+                       cwd=self.work, env=envs[way], check=True, capture_output=True)
+        return time.perf_counter() - start
+
+    pairs: dict[str, list[tuple[float, float]]] = {"noop": [], "cpp": []}
+    for i in range(3):
+        pairs["noop"].append((run("ours"), run("plain")))
+        for way in trees:
+            unit = trees[way] / "chamferdist" / "knn_cpu.cpp"
+            unit.write_text(unit.read_text() + f"\nstatic const int bench_edit_{i} = {i};\n")
+        pairs["cpp"].append((run("ours"), run("plain")))
+    what = "torchbuild build (chamferdist, torch 2.13.0+cpu)"
+    self.record_pairs("real extension no-op", pairs["noop"], "<= 0.1x", what, "pip install -e . --no-build-isolation")
+    self.record_pairs("real extension one .cpp edited", pairs["cpp"], "<= 0.5x", what,
+                      "pip install -e . --no-build-isolation")
