@@ -17,7 +17,7 @@ def extension(self: Bench) -> None:
     --no-build-isolation`, as extension-cpp's README says) in another's, alternating: (a) a no-op, (b) one .cpp of
     the extension edited, each until importable; and (c) whether the extension's build is a no-op after a torch
     rebuild that changed no header and no exported symbol (a unit's body)."""
-    up = make_upstream(self.work / "ext-up", units=4)
+    up = make_upstream(self.work / "ext-up", units=4, heavy=True)  # torch/extension.h at full weight
     make_extension(up)
     env = {**self.env, "TORCHBUILD_PATHS_CACHE_DIR": str(self.work / "ext-cache"), "TORCHBUILD_BUILD_MKL": "0"}
     minor = f"{sys.version_info[0]}.{sys.version_info[1]}"

@@ -85,12 +85,14 @@ def agree(cfg: Config, torch: TorchConfiguration, build_type: str, type_flag: bo
         origin = cfg.origins.get(key)
         return origin is not None and origin.kind != OriginKind.DEFAULT
 
-    cpu = cfg.build.cuda in ("none", "cpu")
-    clashes = [f"{what} {mine}" for what, mine, theirs, given in (
-        ("build type", build_type, torch.build_type, type_flag or named("build.build_type")),
-        ("Python", cfg.build.python, torch.python, named("build.python")),
-        ("CUDA", cfg.build.cuda, "none", named("build.cuda") and torch.cuda is None and not cpu))
-        if given and mine != theirs]
+    cpu, auto = cfg.build.cuda in ("none", "cpu"), cfg.build.cuda == "auto"
+    theirs = torch.key.split("-")[1]  # cpu, cu130
+    clashes = [f"{what} {mine}" for what, mine, given in (
+        ("build type", build_type, (type_flag or named("build.build_type")) and build_type != torch.build_type),
+        ("Python", cfg.build.python, named("build.python") and cfg.build.python != torch.python),
+        ("CUDA", cfg.build.cuda, named("build.cuda") and not (cpu or auto) and  # a CPU extension goes with any
+         not theirs.startswith("cu" + cfg.build.cuda.replace(".", ""))))
+        if given]
     if clashes:
         raise TorchbuildError(f"--torch {torch.checkout}: it holds {torch.key}, and this build asks for "
                               f"{', '.join(clashes)}", "leave those flags out (the extension takes the torch's "

@@ -10,7 +10,8 @@ from setuptools import setup
 from minitorch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension, cuda_is_available
 
 use_cuda = (cuda_is_available() and CUDA_HOME is not None) or os.getenv("FORCE_CUDA", "0") == "1"
-sources = ["extension_cpp/csrc/ops.cpp"] + (["extension_cpp/csrc/cuda/scale.cu"] if use_cuda else [])
+sources = ["extension_cpp/csrc/ops.cpp", *(f"extension_cpp/csrc/cpu/{op}.cpp" for op in ("add", "mul", "sub", "shift"))]
+sources += ["extension_cpp/csrc/cuda/scale.cu"] if use_cuda else []
 extension = (CUDAExtension if use_cuda else CppExtension)(
     "extension_cpp._C", sources, define_macros=[("WITH_CUDA", None)] if use_cuda else [],
     extra_compile_args={"cxx": ["-O2"], "nvcc": ["-O2"]})

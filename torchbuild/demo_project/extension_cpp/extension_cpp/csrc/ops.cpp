@@ -1,7 +1,13 @@
-// The extension's ops: calls into minitorch's libc10 through its installed headers (include/c10/core.h).
+// The extension's ops: calls into minitorch's libc10 through its installed headers (include/torch/extension.h,
+// which includes c10/core.h).
 #include <Python.h>
 
-#include "c10/core.h"
+#include "torch/extension.h"
+
+long extension_cpp_add(long n);
+long extension_cpp_mul(long n);
+long extension_cpp_sub(long n);
+long extension_cpp_shift(long n);
 
 #ifdef WITH_CUDA
 extern "C" int extension_cpp_cuda_kernels(void);
@@ -10,7 +16,8 @@ extern "C" int extension_cpp_cuda_kernels(void);
 static PyObject* checksum_twice(PyObject*, PyObject* args) {
   long n = 0;
   if (!PyArg_ParseTuple(args, "l", &n)) return nullptr;
-  return PyLong_FromLong(2 * c10::checksum(n));
+  long c = c10::checksum(n);  // twice the checksum, through the operator units: ((c << 1) + 1 - 1) * 2 / 2
+  return PyLong_FromLong(extension_cpp_mul(extension_cpp_sub(extension_cpp_add(extension_cpp_shift(c)))) / 2);
 }
 
 static PyObject* cuda_built(PyObject*, PyObject*) {

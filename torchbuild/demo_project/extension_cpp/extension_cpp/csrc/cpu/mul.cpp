@@ -1,0 +1,4 @@
+// One CPU operator of the extension: each unit includes torch/extension.h, as an extension's operator files do.
+#include "torch/extension.h"
+
+long extension_cpp_mul(long n) { return n * 2; }
