@@ -70,12 +70,12 @@ def after_build(plan: Plan) -> None:
     """What a finished build owes the stack around torch (against.py): a CUDA extension's device code is
     checked (its label is the truth); a torch built into a managed env is pinned there."""
     from .drivers import detect
-    from .ownership.records import read_marker
+    from .ownership.records import env_recorded, read_marker, recorded_outputs
 
     if plan.torch_folder is not None and plan.toolkit is not None:
-        marker = read_marker(plan.checkout / "build") or {}
-        outputs = [plan.checkout / rel for rel in marker.get("outputs") or {}]  # type: ignore[attr-defined]
-        outputs += [plan.env.prefix / rel for rel in marker.get("env_files") or {}]  # type: ignore[attr-defined]
+        marker = read_marker(plan.checkout / "build")
+        outputs = [*(plan.checkout / rel for rel in recorded_outputs(marker)),
+                   *(plan.env.prefix / rel for rel in env_recorded(marker))]
         names = against.without_device_code(outputs)
         if names:
             raise TorchbuildError(

@@ -136,8 +136,9 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         explained, work = inplace.pending(checkout, plan, base_env) if by_depfiles else \
             (pending(trees, plan, base_env) if same else None, "ninja has no work")
         relink = against.pending(build, plan.torch_folder)  # the torch's libraries export other symbols
+        for line in relink[:1]:
+            con.info(line.removeprefix("ninja explain: "))
         explained = None if explained is None else explained + relink
-        con.info(relink[0].removeprefix("ninja explain: ")) if relink else None
         tree = worktree(checkout) if not plan.wheel and (checkout / ".git").exists() else None
         edited = off_graph(marker, tree, plan.package, files) if same and marker and tree is not None else None
         if same and edited is None and nothing_to_do(explained):

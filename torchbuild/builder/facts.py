@@ -53,6 +53,7 @@ class BuildFacts:
     generator: str | None = None  # CMAKE_GENERATOR for a project whose build names none (cmaketrees.generator)
     unit_peaks: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # by configuration (pools.recorded)
     commit: str | None = None  # the checkout's HEAD (a matrix slot, without git: its source checkout's)
+    torch_folder: Path | None = None  # an extension's: the folder of the torch it builds against (against.py)
 
 
 def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildFacts:
@@ -68,8 +69,9 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
     toolkit = choose_toolkit(cfg, request.cuda, env) if request.torch is None else torch_toolkit(cfg, request, env)
     choice = envs.choose(cfg, request.python, request.env_name, env) if request.torch is None else \
         torch_env(request.torch)
-    if request.torch is None and toolkit is not None:  # the env's own torch (a wheel) says which CUDA it takes
-        toolkit = env_torch_toolkit(cfg, checkout, choice.prefix, toolkit, env)
+    against_folder = torch_folder(checkout, choice.prefix, request.torch)
+    if request.torch is None and toolkit is not None and against_folder:  # the env's own torch: which CUDA it takes
+        toolkit = env_torch_toolkit(cfg, against_folder, toolkit, env)
     cuda_tag = toolkit.version if toolkit else None
     ccs = compilers.discover(env)
     notes = []
@@ -111,7 +113,15 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
                       find_launcher(cfg, choice.prefix, env), find_distcc(cfg, env), remote_url(cfg, env),
                       tuple(notes), fifo, joins, shims, git.buildclones.cached(git.tools(cfg)[1], checkout),
                       linker, linkers.cmake_version(choice.prefix, env, remembered) if linker else None, trial,
-                      generator, pools.recorded(checkout), source_commit(checkout, env) if request.wheel else None)
+                      generator, pools.recorded(checkout), source_commit(checkout, env) if request.wheel else None,
+                      torch_folder(checkout, choice.prefix, request.torch))  # a managed env made just now too
+
+
+def torch_folder(checkout: Path, prefix: Path, torch: TorchConfiguration | None) -> Path | None:
+    """Where the torch an extension builds against keeps lib/ and include/: its configuration's (--torch), else
+    the env's own; None for a project that does not build against torch (PyTorch itself included)."""
+    package = None if detect(checkout).pytorch() else against.extends(checkout)
+    return against.folder(package, prefix, torch.checkout if torch else None) if package else None
 
 
 SOURCE_COMMIT = "TORCHBUILD_SOURCE_COMMIT"  # a matrix slot's source checkout's HEAD (the slot has no git)
@@ -179,14 +189,11 @@ def torch_toolkit(cfg: Config, request: BuildRequest, env: Mapping[str, str]) ->
     return found[0]
 
 
-def env_torch_toolkit(cfg: Config, checkout: Path, prefix: Path, toolkit: Toolkit, env: Mapping[str, str]
-                      ) -> Toolkit | None:
+def env_torch_toolkit(cfg: Config, torch_folder: Path, toolkit: Toolkit, env: Mapping[str, str]) -> Toolkit | None:
     """An extension built against the env's own torch: a CPU torch makes it a CPU build (cpp_extension has no
     CUDA_HOME under a CPU torch); a CUDA torch takes a toolkit of its CUDA's major version (cpp_extension
     refuses another), the same minor where there is one."""
-    package = against.extends(checkout)
-    torch_folder = against.folder(package, prefix, None) if package else None
-    built = against.built_cuda(torch_folder) if torch_folder else None
+    built, package = against.built_cuda(torch_folder), torch_folder.name
     if built is None or built == toolkit.version:
         return toolkit
     if built == "cpu":

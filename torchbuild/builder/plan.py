@@ -183,8 +183,7 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
     changes["CMAKE_PREFIX_PATH"] = str(env.prefix) + (os.pathsep + prefix_path if prefix_path else "")
     if pytorch:
         changes["USE_NINJA"] = "1"
-    extends = None if pytorch else against.extends(checkout)
-    if extends and toolkit is not None:  # torchvision's switch: CUDA code even where no GPU is visible
+    if facts.torch_folder and toolkit is not None:  # torchvision's switch: CUDA code even where no GPU is visible
         changes["FORCE_CUDA"] = "1"
     pins = env.prefix / against.CONSTRAINTS
     if pytorch and pins.is_file() and not base_env.get("PIP_CONSTRAINT"):  # its own pin may not refuse a new build
@@ -264,8 +263,7 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
                 cfg.cache_root / "linkers.json", driver.describe(), driver.outputs_in_env and not opts.wheel,
                 driver.env_install(opts.build_type), after_install(driver, env, toolkit, opts.wheel, full),
                 driver.forwards_cmake_variables(), memory,
-                () if opts.wheel else driver.in_place(str(env.python)),
-                against.folder(extends, env.prefix, opts.torch.checkout if opts.torch else None) if extends else None)
+                () if opts.wheel else driver.in_place(str(env.python)), facts.torch_folder)
 
 
 def after_install(driver: Driver, env: EnvChoice, toolkit: Toolkit | None, wheel: bool,
