@@ -134,6 +134,17 @@ def test_switching_cuda_imports_each_configurations_own_binaries(small_demo, tmp
     assert re.search(r"restored the py[\d.]+-cu130-release tree and its \d+ file\(s\) in the checkout", back.stderr)
     assert "up to date: ninja has no work" in back.stderr
     assert in_checkout(small_demo)["cuda_compiled"] == "True" and cuda_lib.exists()
+    # an extension against this CUDA configuration (--torch): its archs, FORCE_CUDA=1 (torchvision's switch), so
+    # its kernel is built without a GPU; a CUDA configuration whose setup.py builds no CUDA source is an error
+    from .test_extensions import extension_checkout
+
+    ext = extension_checkout(tmp_path)
+    on_cuda = build(ext, "--torch", str(small_demo))
+    assert "-cu130-release-on-co-" in on_cuda.stderr and "TORCH_CUDA_ARCH_LIST=8.0 (the torch's configuration)" \
+        in on_cuda.stderr
+    assert run_python("import extension_cpp; print(extension_cpp.cuda_built())", tmp_path) == "True"
+    cpu_only = build(ext, "--torch", str(small_demo), "--set", "FORCE_CUDA=0", check=False)
+    assert cpu_only.returncode == 1 and "holds no device code" in cpu_only.stderr and "--cuda none" in cpu_only.stderr
     import zipfile
 
     dist = tmp_path / "dist"

@@ -54,6 +54,7 @@ class TorchConfiguration:
     cuda: str | None  # the toolkit's root (CUDA_HOME), None for a CPU build
     build_type: str
     env_python: Path  # the interpreter of the env it is installed in
+    arch: str | None = None  # its TORCH_CUDA_ARCH_LIST: an extension's default, so its kernels run where torch's do
 
     @property
     def tag(self) -> str:
@@ -90,8 +91,9 @@ def configuration(torch: str | Path, env: Mapping[str, str]) -> TorchConfigurati
                               f"build it first: `torchbuild build --path {checkout}` (with the Python, CUDA and build "
                               "type the extension needs)")
     cuda = configure.get("CUDA_HOME")
+    arch = configure.get("TORCH_CUDA_ARCH_LIST")
     return TorchConfiguration(checkout, key, found["python"], str(cuda) if cuda and found["cuda"] != "cpu" else None,
-                              found["build_type"], Path(str(python)))
+                              found["build_type"], Path(str(python)), str(arch) if arch else None)
 
 
 def folder(package: str, env_prefix: Path, checkout: Path | None) -> Path | None:

@@ -143,7 +143,8 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
                                   f"(TORCH_CUDA_ARCH_LIST={arch})",
                                   f"pass --arch with archs CUDA {toolkit.version} supports, e.g. "
                                   f"\"{default_arch_list(toolkit.version)}\"")
-        source = "--arch" if opts.arch else "local GPUs" if facts.gpu_arch else \
+        source = "the torch's configuration" if opts.torch and opts.arch == opts.torch.arch else \
+            "--arch" if opts.arch else "local GPUs" if facts.gpu_arch else \
             f"CUDA {toolkit.version}'s release default"
         changes["TORCH_CUDA_ARCH_LIST"] = arch
         notes.append(f"TORCH_CUDA_ARCH_LIST={arch} ({source})")

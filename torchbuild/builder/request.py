@@ -71,7 +71,8 @@ class BuildRequest:
         origin = cfg.origins.get("build.python")
         explicit = torch is not None or origin is not None and origin.kind in (OriginKind.FLAG, OriginKind.ENV)
         return cls(cuda=cuda, python=python if explicit else None, env_name=env_name,
-                   build_type=build_type, jobs=cfg.build.jobs, arch=cfg.build.arch, wheel=wheel, clean=clean,
+                   build_type=build_type, jobs=cfg.build.jobs,
+                   arch=cfg.build.arch or (torch.arch if torch else None), wheel=wheel, clean=clean,
                    sets=tuple(parse_sets(sets)), force=force, dry_run=dry_run or explain, explain=explain, yes=yes,
                    verbose=verbose,
                    dist=Path(dist).resolve() if dist else None, rerun=rerun, part=part,
