@@ -62,6 +62,7 @@ def test_extension_builds_against_the_configurations_torch_incrementally_and_abi
     assert int(twice) == 2 * int(once) and device == "False" and where.startswith(str(ext))
     in_place = build(ext, "--torch", str(co))  # its kept tree starts: build_ext in place
     assert "setup.py build_ext --inplace --force --build-temp build/temp.torchbuild" in in_place.stderr
+    assert "ccache 5/5 hits" in in_place.stderr  # what pip compiled in its temporary folder, by absolute paths
     noop = build(ext, "--torch", str(co))
     assert "up to date: ninja has no work in build_ext's build.ninja" in noop.stderr
     (ext / "extension_cpp/csrc/ops.cpp").write_text((ext / "extension_cpp/csrc/ops.cpp").read_text() + "// edit\n")

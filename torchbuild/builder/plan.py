@@ -186,6 +186,8 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
         changes["USE_NINJA"] = "1"
     if facts.torch_folder and toolkit is not None:  # torchvision's switch: CUDA code even where no GPU is visible
         changes["FORCE_CUDA"] = "1"
+    if facts.torch_folder and facts.launcher:  # cpp_extension puts a compiler cache it finds on PATH before both
+        changes["PATH"] = f"{changes['PATH']}{os.pathsep}{Path(facts.launcher).parent}"  # compilers (torch 2.13's)
     pins = env.prefix / against.CONSTRAINTS
     if pytorch and pins.is_file() and not base_env.get("PIP_CONSTRAINT"):  # its own pin may not refuse a new build
         changes["PIP_CONSTRAINT"] = " ".join(against.pinned_before(pins)) or os.devnull
@@ -221,8 +223,10 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
     if shims:
         changes[jobserver.WAITS] = str(log_dir / f"{stamp}.job-waits")
     if launcher and Path(launcher).name.startswith("ccache"):
-        changes.update({"CCACHE_DIR": str(cache_dir), "CCACHE_BASEDIR": str(checkout), "CCACHE_NOHASHDIR": "1",
-                        "CCACHE_STATSLOG": str(stats_log)})
+        # an extension's editable build compiles in a new temporary folder (its cwd) by absolute paths: with no
+        # base dir they hash alike there and in the kept tree, so its first in-place build hits
+        changes.update({"CCACHE_DIR": str(cache_dir), "CCACHE_BASEDIR": None if facts.torch_folder else str(checkout),
+                        "CCACHE_NOHASHDIR": "1", "CCACHE_STATSLOG": str(stats_log)})
         if remote:
             changes["CCACHE_REMOTE_STORAGE"] = remote
     elif launcher:

@@ -1,8 +1,9 @@
 """As torch/utils/cpp_extension.py, in miniature: how an extension or domain library builds against an
 installed minitorch. Include and library paths come from the package's folder (include/, lib/), the ABI flag
 from the compiled module (`_C._GLIBCXX_USE_CXX11_ABI`), CUDA from CUDA_HOME (or nvcc on PATH) with
-TORCH_CUDA_ARCH_LIST's archs; BuildExtension compiles with ninja: it writes build.ninja into setuptools'
-build_temp (depfiles `$out.d`, deps = gcc) and runs it there, MAX_JOBS as its -j; setuptools links."""
+TORCH_CUDA_ARCH_LIST's archs, both compilers behind a ccache found on PATH (torch 2.13's _wrap_compiler).
+BuildExtension compiles with ninja: it writes build.ninja into setuptools' build_temp (depfiles `$out.d`,
+deps = gcc) and runs it there, MAX_JOBS as its -j; setuptools links."""
 
 import os
 import shlex
@@ -82,11 +83,22 @@ def _cuda_arch_flags():
     return flags
 
 
+def _wrap_compiler(compiler):
+    """As torch 2.13's: the compiler behind ccache (or sccache) where one is on PATH, unless TORCH_NO_COMPILER_WRAPPER
+    is set."""
+    if os.environ.get("TORCH_NO_COMPILER_WRAPPER"):
+        return [compiler]
+    wrapper = next((w for w in ("ccache", "sccache") if shutil.which(w)), None)
+    return [wrapper, compiler] if wrapper else [compiler]
+
+
 def _write_ninja_file(path, sources, objects, cflags, post_cflags, cuda_cflags, cuda_post_cflags):
     """As _write_ninja_file: one rule per compiler, one build line per object; the file is rewritten only
     when its content changes."""
-    lines = ["ninja_required_version = 1.3", f"cxx = {os.environ.get('CXX', 'c++')}",
-             f"nvcc = {os.path.join(CUDA_HOME, 'bin', 'nvcc') if CUDA_HOME else 'nvcc'}", "",
+    nvcc = os.environ.get("PYTORCH_NVCC") or shlex.join(
+        _wrap_compiler(os.path.join(CUDA_HOME, "bin", "nvcc") if CUDA_HOME else "nvcc"))
+    lines = ["ninja_required_version = 1.3", f"cxx = {shlex.join(_wrap_compiler(os.environ.get('CXX', 'c++')))}",
+             f"nvcc = {nvcc}", "",
              f"cflags = {' '.join(cflags)}", f"post_cflags = {' '.join(post_cflags)}",
              f"cuda_cflags = {' '.join(cuda_cflags)}", f"cuda_post_cflags = {' '.join(cuda_post_cflags)}", "",
              "rule compile", "  command = $cxx -MMD -MF $out.d $cflags -c $in -o $out $post_cflags",
