@@ -1,13 +1,14 @@
 """The torch an extension or domain library builds against (DESIGN: the torch you built is the torch everything
 else builds against; PYTORCH_FACTS.md, "Extensions and domain libraries").
 
-    extends()       whether a checkout builds against torch (cpp_extension, CMake's find_package(Torch)), and which
-    configuration() --torch PATH: the configuration a PyTorch checkout torchbuild builds holds now, and its env
-    folder()        the torch package's folder (include/, lib/): the checkout's up to 2.13, the env's from 2.14
-    pending()       what of the torch an extension's binaries depend on beyond ninja's graph changed: its
-                    libraries' exported symbols (its headers are inputs ninja's depfiles name)
-    device_code()   whether a built library holds CUDA device code (an ELF `.nv_fatbin` section)
-    protect()       the env's pip pinned to the torch built there: nothing installed later replaces it
+    extends()        whether a checkout builds against torch (cpp_extension, CMake's find_package(Torch)), and which
+    configuration()  --torch PATH: the configuration a PyTorch checkout torchbuild builds holds now, and its env
+    folder()         the torch package's folder (include/, lib/): the checkout's up to 2.13, the env's from 2.14
+    built_cuda()     the CUDA a torch was built with (its version.py): a wheel's decides an extension's toolkit
+    pending()        what of the torch an extension's binaries depend on beyond ninja's graph changed: its
+                     libraries' exported symbols (its headers are inputs ninja's depfiles name)
+    device_code()    whether a built library holds CUDA device code (an ELF `.nv_fatbin` section)
+    protect()        the env's pip pinned to the torch built there: nothing installed later replaces it
 """
 
 from __future__ import annotations
