@@ -5,7 +5,6 @@ torch, with real gcc, ninja, pip and nvcc."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +13,9 @@ import pytest
 
 from torchbuild.demo import Upstream, make_extension, make_upstream
 
-from .conftest import REAL_HOME, REPO, git, inv
+from .conftest import REAL_HOME, git, inv
 from .test_build import build, env_python, shared  # noqa: F401  (fixture)
+from .test_matrix import project
 
 EXT = "import extension_cpp, minitorch; print(extension_cpp.checksum_twice(5), minitorch.checksum(5), " \
       "extension_cpp.cuda_built(), extension_cpp.__file__)"
@@ -114,14 +114,16 @@ def test_matrix_builds_the_extensions_wheels_against_the_torch_matrix_wheels(tmp
     make_extension(up)
     common = f'matrix:\n  pythons: ["{minor}"]\n  cudas: ["none"]\npaths:\n  cache_dir: {tmp_path / "cache"}\n' \
              "build:\n  min_free_gb: 1\n  mkl: false\n"
-    torch_proj = matrix_project(tmp_path / "torch", f"source:\n  url: {up.url('pytorch')}\n  path: co\n" + common)
-    ext_proj = matrix_project(tmp_path / "ext", f"source:\n  url: {up.url('extension_cpp')}\n  path: ext\n" + common
-                              + "  torch: ../torch\n")
+    for folder in ("torch", "ext"):
+        (tmp_path / folder).mkdir()
+    torch_proj = project(tmp_path / "torch", f"source:\n  url: {up.url('pytorch')}\n  path: co\n" + common)
+    ext_proj = project(tmp_path / "ext", f"source:\n  url: {up.url('extension_cpp')}\n  path: ext\n" + common
+                       + "  torch: ../../torch/proj\n")
     env = {"HOME": str(REAL_HOME), "PIP_CACHE_DIR": str(REAL_HOME / ".cache" / "pip")}
     for proj in (torch_proj, ext_proj):
         inv("clone", root=proj, env=env, check=True)
     missing = inv("matrix", root=ext_proj, env=env, timeout=600)
-    assert missing.returncode != 0 and f"build.torch ../torch: its matrix made no wheel for Python {minor}" \
+    assert missing.returncode != 0 and f"build.torch ../../torch/proj: its matrix made no wheel for Python {minor}" \
         in missing.output and "run `inv matrix` in" in missing.output
     inv("matrix", root=torch_proj, env=env, check=True, timeout=600)
     built = inv("matrix", "--failed", root=ext_proj, env=env, check=True, timeout=600)
@@ -131,14 +133,6 @@ def test_matrix_builds_the_extensions_wheels_against_the_torch_matrix_wheels(tmp
     again = inv("matrix", root=ext_proj, env=env, check=True, timeout=600)
     assert "runs again: the torch's wheels changed" in again.output and "imports in a fresh env" in again.output
 
-
-def matrix_project(folder: Path, yaml: str) -> Path:
-    """A project folder with its own tasks.py, noxfile.py and torchbuild.yaml."""
-    folder.mkdir()
-    for name in ("tasks.py", "noxfile.py"):
-        shutil.copy(REPO / name, folder / name)
-    (folder / "torchbuild.yaml").write_text(yaml)
-    return folder
 
 
 def extension_checkout(tmp_path: Path) -> Path:

@@ -62,13 +62,13 @@ def build(cfg: Config, request: BuildRequest, base_env: Mapping[str, str]) -> Ou
         return Outcome(plan, None)
     with con.timed(f"build {plan.key}"):
         outcome = Outcome(plan, execute(plan, request, base_env))
-    after_build(plan)
+    after_build(plan, bool(outcome.result and outcome.result.up_to_date))
     return outcome
 
 
-def after_build(plan: Plan) -> None:
+def after_build(plan: Plan, up_to_date: bool) -> None:
     """What a finished build owes the stack around torch (against.py): a CUDA extension's device code is
-    checked (its label is the truth); a torch built into a managed env is pinned there."""
+    checked, up to date or not (its label is the truth); a torch just built into a managed env is pinned there."""
     from .drivers import detect
     from .ownership.records import env_recorded, read_marker, recorded_outputs
 
@@ -84,7 +84,7 @@ def after_build(plan: Plan) -> None:
                 "set (many decide by torch.cuda.is_available() alone, false without a GPU)",
                 "build it for CPU with --cuda none, or make its setup.py build the CUDA sources where CUDA_HOME "
                 "is set (TORCH_CUDA_ARCH_LIST names the archs)")
-    if plan.env.name is not None and not plan.wheel and detect(plan.checkout).pytorch():
+    if plan.env.name is not None and not plan.wheel and not up_to_date and detect(plan.checkout).pytorch():
         dist = against.installed_dist(plan.env.prefix, plan.checkout)
         if dist:
             against.protect(plan.env.python, *dist)

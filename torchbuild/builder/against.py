@@ -25,6 +25,7 @@ from .. import config as _config
 from ..errors import TorchbuildError
 from ..run import run
 from .drivers import detect
+from .ownership.moves import editable_record
 from .ownership.records import read_marker
 
 CPP_EXTENSION = re.compile(r"\b(\w+)\.utils(?:\.cpp_extension\b|\s+import\s+(?:\([^)]*)?\bcpp_extension\b)")
@@ -154,18 +155,23 @@ def symbols(entry: object) -> object:
 
 
 def device_code(library: Path) -> bool:
-    """Whether an ELF shared library holds CUDA device code: a `.nv_fatbin` section (nvcc's fat binary)."""
+    """Whether an ELF shared library holds CUDA device code: a `.nv_fatbin` section (nvcc's fat binary). Reads
+    the section headers and their names only (a CUDA library runs to hundreds of MB; every build asks)."""
     try:
-        data = library.read_bytes()
-        if data[:4] != b"\x7fELF" or data[4] != 2:
-            return False
-        shoff, = struct.unpack_from("<Q", data, 0x28)
-        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-        names_at, = struct.unpack_from("<Q", data, shoff + shstrndx * shentsize + 0x18)
+        with open(library, "rb") as elf:
+            head = elf.read(64)
+            if head[:4] != b"\x7fELF" or head[4] != 2:
+                return False
+            shoff, = struct.unpack_from("<Q", head, 0x28)
+            shentsize, shnum, shstrndx = struct.unpack_from("<HHH", head, 0x3A)
+            elf.seek(shoff)
+            table = elf.read(shentsize * shnum)
+            names_at, names_size = struct.unpack_from("<QQ", table, shstrndx * shentsize + 0x18)
+            elf.seek(names_at)
+            names = elf.read(names_size)
         for i in range(shnum):
-            name, = struct.unpack_from("<I", data, shoff + i * shentsize)
-            end = data.index(b"\0", names_at + name)
-            if data[names_at + name:end] == b".nv_fatbin":
+            name, = struct.unpack_from("<I", table, i * shentsize)
+            if names[name:names.index(b"\0", name)] == b".nv_fatbin":
                 return True
     except (OSError, struct.error, ValueError, IndexError):
         return False
@@ -209,18 +215,12 @@ def protect(env_python: Path, dist: str, version: str) -> Path:
 
 
 def installed_dist(env_prefix: Path, checkout: Path) -> tuple[str, str] | None:
-    """The distribution name and version of the env's editable install of `checkout` (its dist-info's
-    METADATA; direct_url.json names the checkout)."""
-    for direct_url in env_prefix.glob("lib/python*/site-packages/*.dist-info/direct_url.json"):
-        if f'"{checkout.as_uri()}"' not in direct_url.read_text(errors="replace"):
-            continue
-        meta = (direct_url.parent / "METADATA").read_text(errors="replace") \
-            if (direct_url.parent / "METADATA").is_file() else ""
-        name = re.search(r"^Name: (\S+)$", meta, re.M)
-        version = re.search(r"^Version: (\S+)$", meta, re.M)
-        if name and version:
-            return name.group(1), version.group(1)
-    return None
+    """The distribution name and version of the env's editable install of `checkout` (its dist-info's METADATA)."""
+    record = editable_record(env_prefix, checkout)
+    meta = record.with_name("METADATA") if record else None
+    text = meta.read_text(errors="replace") if meta and meta.is_file() else ""
+    name, version = re.search(r"^Name: (\S+)$", text, re.M), re.search(r"^Version: (\S+)$", text, re.M)
+    return (name.group(1), version.group(1)) if name and version else None
 
 
 def without_device_code(outputs: Iterable[Path]) -> list[str] | None:
