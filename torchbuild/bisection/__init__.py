@@ -161,7 +161,7 @@ def bisect_config(cfg: Config, place: Path, state: Mapping[str, Any]) -> Config:
                    patches=replace(cfg.patches, auto=False),
                    paths=replace(cfg.paths, envs=str(place / "envs"), logs=str(place / "logs")),
                    build=replace(cfg.build, python=python or OWN_MINOR, cuda=state["cuda"], arch=state["arch"],
-                                 jobs=state["jobs"]),
+                                 jobs=state["jobs"], torch=None),  # its own env, never the torch's (--torch)
                    origins={**cfg.origins, "build.python": flag})
 
 
