@@ -21,7 +21,8 @@ def bisect(self: Bench) -> None:
     """The same history, command and commit range both ways (scikit-build-core era), each in a checkout of its
     own without a build tree, each compiler cache holding the objects of a build of HEAD (the bad commit, as the
     developer who found the regression has it). The plain recipe's env is made before; torchbuild's time
-    includes making its own (without MKL, which the demo does not link: 1.3 GB an env, 9 s here)."""
+    includes making its own (without MKL, which the demo does not link: 1.3 GB an env, 9 s here); the plain
+    recipe's is a venv holding the same packages."""
     units = UNITS if self.quick else 200
     up = make_upstream(self.work / "bisect-up", units=units, era="main")
     shas = make_history(up, units=units)
@@ -32,7 +33,16 @@ def bisect(self: Bench) -> None:
         timed(INV + ["clone", "--url", up.url("pytorch"), "--path", str(co)], env)
     # each way's compiler cache: the objects of a build of HEAD (the same state), nothing else
     timed(INV + ["build", "--path", str(ours), "--cuda", "none"], env)
-    python = self.work / "envs" / f"py{sys.version_info[0]}.{sys.version_info[1]}" / "bin" / "python"
+    # the plain recipe's env: a venv of its own holding what torchbuild's env holds, less the project (that
+    # env pins the torch it built, as torchbuild protects it, so it would refuse another commit's install)
+    ours_python = self.work / "envs" / f"py{sys.version_info[0]}.{sys.version_info[1]}" / "bin" / "python"
+    frozen = subprocess.run([str(ours_python), "-m", "pip", "freeze", "--exclude", "minitorch"], check=True,
+                            capture_output=True, text=True).stdout
+    subprocess.run([sys.executable, "-m", "venv", str(self.work / "plain-env")], check=True)
+    python = self.work / "plain-env" / "bin" / "python"
+    (self.work / "plain-env.txt").write_text(frozen)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "-r", str(self.work / "plain-env.txt")], check=True,
+                   env=self.env)
     plain_env = {**self.env, "CCACHE_DIR": str(caches["plain"]), "CCACHE_BASEDIR": str(plain),
                  "PATH": f"{Path(sys.executable).parent}:{self.env['PATH']}"}
     subprocess.run([str(python), "-m", "pip", "install", "-e", ".", "-v", "--no-build-isolation", "--no-deps"],
