@@ -69,6 +69,10 @@ def test_bisect_finds_the_regression_in_its_own_worktree_at_incremental_cost(tmp
     done = bisect(co, "--cuda", "none", "--good", shas["good"], "--bad", "HEAD", "--set", f"MY_TOKEN={SECRET}", "--",
                   *POSITIVE)
     assert f"first bad commit: {shas['regression']} regression: change 45 (#1045) (PR #1045)" in done.stderr
+    # its env: a copy of the user's (the same requirements) less the user's torch, its scripts its own
+    own = co / ".torchbuild" / "bisect" / "envs" / env_python().parent.parent.name
+    assert f"its env {own}: a copy of {env_python().parent.parent}" in done.stderr
+    assert (own / "bin" / "pip").read_text().startswith(f"#!{own}/bin/python")
     # the commit that does not build is skipped, naming the compiler's error
     assert re.search(rf"{shas['32'][:10]} does not build, skipped \(git bisect skip\): \S*unit_00\.cpp:\d+:\d+: "
                      "error: expected", done.stderr)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from torchbuild.envs import PINS, requirements
+from torchbuild.envs.copies import local_installs
 from torchbuild.toolchain import search_path
 
 from .conftest import REAL_HOME, inv
@@ -247,3 +248,22 @@ def test_switching_checkouts_adds_what_is_missing_and_a_conflict_makes_the_env_a
     listed = subprocess.run([str(python), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True,
                             check=True).stdout
     assert "packaging==19.2" in listed and "setuptools-scm" not in listed.lower().replace("_", "-")
+
+
+def test_a_copy_leaves_out_what_was_installed_from_local_folders_and_an_egg_link_is_not_copied(tmp_path):
+    site = tmp_path / "env" / "lib" / "python3.11" / "site-packages"
+    mine, theirs = site / "mine-1.0.dist-info", site / "numpy-2.0.dist-info"
+    for info in (mine, theirs):
+        info.mkdir(parents=True)
+    (site / "mine").mkdir()
+    (site / "mine" / "_C.so").write_bytes(b"\x7fELF")
+    (site / "_mine_editable.py").write_text("")
+    (mine / "direct_url.json").write_text(json.dumps({"url": "file:///co", "dir_info": {"editable": True}}))
+    (mine / "RECORD").write_text("mine/_C.so,,\n_mine_editable.py,,\nmine-1.0.dist-info/RECORD,,\n"
+                                 "../../../../outside.txt,,\n")
+    (theirs / "RECORD").write_text("numpy/__init__.py,,\n")
+    found = {p.relative_to(site.resolve()).as_posix() if p.is_relative_to(site.resolve()) else str(p)
+             for p in local_installs(tmp_path / "env")}
+    assert found == {"mine/_C.so", "_mine_editable.py", "mine-1.0.dist-info/RECORD", "mine-1.0.dist-info"}
+    (site / "mine.egg-link").write_text("/co\n.\n")  # a path entry no RECORD names: no copy
+    assert local_installs(tmp_path / "env") is None

@@ -9,13 +9,13 @@ git, so Ctrl-C, kill -9 or a reboot loses nothing: `--resume` goes on, `--reset`
 
     ladder.py    the way to a commit's binaries and what a step's exit means (pure)
     worktree.py  git's side (worktree, bisect log, diffs) and the state file
+    versions.py  what the binaries the env imports say they are, checked against the commit
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import os
+import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,30 +28,16 @@ from .. import nightly as _nightly
 from ..builder.ownership.trees import tree_size
 from ..builder.request import parse_sets
 from ..config import Config, Origin, OriginKind
+from ..envs import copies, envs_dir
 from ..errors import BuildFailed, Interrupted, TorchbuildError
 from ..locks import locked
 from ..run import run
 from . import ladder, prebuilt, worktree
+from .versions import check_version, package_of, version_info
 from .worktree import home
 
 OUTSIDE = ("VIRTUAL_ENV", "CONDA_PREFIX")  # the user's active env is never the bisection's
 KEPT = ("built", "serving", "names", "binaries", "python_exe", "overlay")  # a new bisection keeps these binaries
-VERSION_CHECK = """
-import importlib.util, json, re, sys
-pkg = sys.argv[1]
-top = importlib.util.find_spec(pkg)
-locs = list(top.submodule_search_locations or []) if top else []
-spec = None
-for finder in sys.meta_path:  # as the import system finds pkg.version, without running the package's code
-    find = getattr(finder, "find_spec", None)
-    spec = find(pkg + ".version", locs) if find else None
-    if spec:
-        break
-text = open(spec.origin).read() if spec and spec.origin else ""
-get = lambda key: (re.search(key + r"\\s*(?::[^=]*)?=\\s*['\\"]([^'\\"]*)", text) or [None, None])[1]
-print(json.dumps({"package": top.origin if top else None, "file": spec.origin if spec else None,
-                  "version": get("__version__"), "git_version": get("git_version")}))
-"""
 
 
 @dataclass(frozen=True)
@@ -172,6 +158,11 @@ def loop(cfg: Config, place: Path, state: dict[str, Any], base_env: Mapping[str,
     env = {k: v for k, v in base_env.items() if k not in OUTSIDE}
     bcfg = bisect_config(cfg, place, state)
     gitrun, cache = _git.tools(bcfg)
+    if re.fullmatch(r"\d+\.\d+", str(bcfg.build.python)):
+        made = copies.twin(cfg, bcfg, tree, str(bcfg.build.python))
+        if made:
+            con.info(f"its env {made.prefix}: a copy of {envs_dir(cfg) / made.name}, which holds what this checkout "
+                     "requires, less what was installed into it from local folders (your torch): nothing installed")
     with open(place / "bisect.log", "a") as log:
         try:
             while not state.get("result"):
@@ -258,7 +249,7 @@ def obtain(bcfg: Config, state: dict[str, Any], place: Path, tree: Path, commit:
     if serving != commit:
         restore(state, place)
         serving = built
-    package = _package(tree)
+    package = package_of(tree)
     diff = worktree.diff(tree, built, commit) if built and serving == built else None
     way = ladder.choose(commit, built, serving, diff, package, detect(tree).outputs_in_env and not nightly)
     found = prebuilt.candidate(bcfg, state, tree, commit, env) if way.kind == "build" else None
@@ -347,44 +338,6 @@ def restore(state: dict[str, Any], place: Path) -> None:
         original.unlink()
     state.update(overlay=None, serving=state.get("built"))
     worktree.write_state(place, state)
-
-
-def version_info(python: Path, tree: Path) -> dict[str, Any]:
-    done = run([str(python), "-c", VERSION_CHECK, _package(tree)], cwd=tree.parent, capture=True, echo=False)
-    data = json.loads(done.stdout.strip().splitlines()[-1])
-    return data if isinstance(data, dict) else {}
-
-
-@functools.lru_cache(maxsize=None)
-def _package(tree: Path) -> str:
-    """What `import X` tests in the worktree (asked once a bisection: each step would glob the checkout again)."""
-    from ..builder.plan import package_name
-
-    return package_name(tree)
-
-
-def check_version(python: Path, tree: Path, commit: str, state: Mapping[str, Any]) -> str:
-    """The binaries the env imports name `commit` (git_version, `+git<sha7>`) and come from the worktree or the
-    bisection's env; else an error: a wrong binary never reaches COMMAND. A project without PyTorch's
-    version.py (git_version) names no commit: its binaries are those the bisection built, or reused by the
-    ladder's rule, from `state`."""
-    from ..builder.drivers import detect
-
-    found = version_info(python, tree)
-    version, sha, origin = found.get("version") or "", found.get("git_version"), found.get("package") or ""
-    where = f"{found.get('file')}"
-    owned = (tree.resolve(), python.parent.parent.resolve())
-    if not origin or not any(Path(origin).resolve().is_relative_to(root) for root in owned):
-        raise TorchbuildError(f"the bisection's env imports {_package(tree)} from {origin or 'nowhere'}, not from "
-                              f"its worktree {tree} or env", "run `inv bisect --reset` and start again")
-    if sha is None and not detect(tree).pytorch():
-        return f"{_package(tree)} names no commit (no version.py git_version); from {origin}, binaries of " \
-               f"{str(state.get('built'))[:10]}"
-    if sha != commit or ("+git" in version and f"+git{commit[:7]}" not in version):
-        raise TorchbuildError(f"the binaries for {commit[:10]} say {version} (git_version {sha}, {where}): not that "
-                              "commit's; COMMAND was not run", "run `inv bisect --resume` (it builds again), or "
-                              "`inv bisect --reset`")
-    return f"{version} (git_version {sha[:10]})"
 
 
 def report(state: Mapping[str, Any], place: Path) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from .. import config as _config
+from ..envs.copies import CONSTRAINTS
 from ..errors import TorchbuildError
 from ..run import run
 from .drivers import detect
@@ -32,7 +33,6 @@ CPP_EXTENSION = re.compile(r"\b(\w+)\.utils(?:\.cpp_extension\b|\s+import\s+(?:\
 FIND_TORCH = re.compile(r"find_package\s*\(\s*Torch\b", re.I)
 KEY = re.compile(r"(?:core-)?py(?P<python>\d+\.\d+)-(?P<cuda>cpu|cu\d+)-(?P<build_type>release|debug|relwithdebinfo)")
 SYMBOLS = ".torchbuild-against.json"  # in the extension's tree: the torch's libraries' exported symbols it linked
-CONSTRAINTS = "torchbuild-constraints.txt"  # in a managed env: its torch, pinned (pip.conf's install.constraint)
 
 
 def extends(checkout: Path) -> str | None:

@@ -1,0 +1,105 @@
+"""A managed env made as a copy of one that holds the same requirements (its stamp says so), less what was
+installed into it from local folders: a copy in a fraction of a second where pip takes seconds (minutes with
+MKL), for an env that must be another one's twin but never touch it (a bisection's).
+
+What a copy leaves out: every distribution installed from a local folder (direct_url.json's `dir_info`: the
+user's editable torch and what was built against it), by the files its RECORD names; the env's pin and its
+pip.conf (written anew); its record (written last, naming the copy). What a copy rewrites: the scripts in
+bin/ and pyvenv.cfg that name the original's folder. An env holding an egg-link or easy-install.pth (a
+`setup.py develop` path entry, which no RECORD lists) or made by conda is not copied.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from ..config import Config
+from . import STAMP, Env, private, read
+from .requirements import pip_conf
+
+CONSTRAINTS = "torchbuild-constraints.txt"  # in a managed env: its torch, pinned (builder/against.py)
+
+
+def local_installs(prefix: Path) -> list[Path] | None:
+    """The files of every distribution installed into the env from a local folder (their RECORDs' paths and
+    dist-info folders); None when the env holds a path entry no RECORD names (egg-link, easy-install.pth)."""
+    found: list[Path] = []
+    for site in prefix.glob("lib/python*/site-packages"):
+        if any(site.glob("*.egg-link")) or (site / "easy-install.pth").exists():
+            return None
+        for info in site.glob("*.dist-info"):
+            try:
+                local = "dir_info" in json.loads((info / "direct_url.json").read_text())
+            except (OSError, ValueError):
+                local = False
+            if not local:
+                continue
+            record = info / "RECORD"
+            lines = record.read_text(errors="replace").splitlines() if record.is_file() else []
+            for line in lines:
+                path = (site / line.rsplit(",", 2)[0]).resolve()
+                if line and path.is_relative_to(prefix.resolve()):
+                    found.append(path)
+                    if path.suffix == ".py":
+                        found.extend(path.parent.glob(f"__pycache__/{path.stem}.*.pyc"))
+            found.append(info.resolve())
+    return found
+
+
+def copy_env(cfg: Config, source: Env, prefix: Path) -> Env | None:
+    """`source` copied to `prefix` less its local installs, its scripts pointing at the copy; None (nothing left
+    at `prefix`) where it cannot be copied or changed while it was."""
+    if source.backend not in ("venv", "uv") or prefix.exists():
+        return None
+    left_out = local_installs(source.prefix)
+    if left_out is None:
+        return None
+    skip = {*left_out, *(source.prefix.resolve() / name for name in (STAMP, CONSTRAINTS, "pip.conf"))}
+
+    def ignored(folder: str, names: list[str]) -> set[str]:
+        return {n for n in names if (Path(folder).resolve() / n) in skip}
+
+    try:
+        shutil.copytree(source.prefix, prefix, symlinks=True, ignore=ignored)
+        for path in [*prefix.glob("bin/*"), prefix / "pyvenv.cfg"]:
+            retarget(path, source.prefix, prefix)
+        private(prefix / "pip.conf", pip_conf(cfg))
+        if read(source.prefix) != source:  # changed while it was copied: not a twin
+            raise OSError("changed while copied")
+        made = replace(source, prefix=prefix, python=prefix / "bin" / "python")
+        record = json.loads((source.prefix / STAMP).read_text())
+        (prefix / STAMP).write_text(json.dumps({**record, **asdict(made), "prefix": str(prefix),
+                                                "python": str(made.python)}, indent=2) + "\n")
+    except (OSError, ValueError):
+        shutil.rmtree(prefix, ignore_errors=True)
+        return None
+    return made
+
+
+def retarget(path: Path, old: Path, new: Path) -> None:
+    """A script or config naming the original env's folder names the copy's (a binary is left as it is)."""
+    if path.is_symlink() or not path.is_file() or path.stat().st_size > 1 << 16:
+        return
+    data = path.read_bytes()
+    if b"\0" in data or str(old).encode() not in data:
+        return
+    text = re.sub(re.escape(str(old)) + r"(?=[/'\"\s:]|$)", str(new).replace("\\", r"\\"), data.decode(), flags=re.M)
+    path.write_text(text)
+
+
+def twin(source_cfg: Config, cfg: Config, checkout: Path, version: str) -> Env | None:
+    """`cfg`'s managed env for Python `version` made as a copy of `source_cfg`'s env of that name, where that
+    one holds what `checkout` requires (the same stamp) and `cfg`'s is not made yet; None: not copied."""
+    from . import default_name, envs_dir, expected_stamp
+
+    name = default_name(version, cfg.matrix.backend)
+    source, prefix = read(envs_dir(source_cfg) / name), envs_dir(cfg) / name
+    if source is None or prefix.exists() or not source.python.exists() or \
+            source.stamp != expected_stamp(cfg, source.backend, source.version, checkout, None):
+        return None
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    return copy_env(cfg, source, prefix)
