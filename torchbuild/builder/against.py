@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from .. import config as _config
-from ..envs.copies import CONSTRAINTS
+from ..envs.copies import CONSTRAINTS as CONSTRAINTS
 from ..errors import TorchbuildError
 from ..run import run
 from .drivers import detect
