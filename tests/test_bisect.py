@@ -20,8 +20,11 @@ from torchbuild.demo import make_history, make_upstream
 from .conftest import free_port, git, inv, tree_state, wait_for_port
 from .test_build import build, env_python, shared  # noqa: F401  (fixture)
 
-POSITIVE = ["python", "-c", "import minitorch, sys; print(minitorch.checksum(10)); "
-            "sys.exit(0 if minitorch.checksum(10) > 0 else 1)"]
+# good: a positive checksum, and pip's record saying the version version.py says; bytecode written (a step
+# comes within the second of the last, and a cached version.py of the same size would pass for the new one)
+POSITIVE = ["env", "-u", "PYTHONDONTWRITEBYTECODE", "python", "-c",
+            "import importlib.metadata as m, minitorch, minitorch.version as v, sys; print(minitorch.checksum(10)); "
+            "sys.exit(0 if minitorch.checksum(10) > 0 and m.version('minitorch') == v.__version__ else 1)"]
 SECRET = "ghp_B1sectS3cret77"
 USER = "import minitorch, minitorch.version as v; print(minitorch.checksum(10), minitorch.__file__, v.__version__)"
 
@@ -83,6 +86,7 @@ def test_bisect_finds_the_regression_in_its_own_worktree_at_incremental_cost(tmp
                                    else "good"), step
         assert broken or f"+git{step['commit'][:7]}" in step["version"]
     ways = [s["way"] for s in steps]
+    assert "a build of another commit" in done.stderr and "without pip" in done.stderr  # CMake's build, no pip
     assert ways.count("build") >= 3 and 1 <= sum(1 for s in steps if s["compiled"]) < len(steps)
     built = [s for s in steps if s["way"] == "build" and s["verdict"] != "skip"]
     assert built[0]["compiled"] > max(s["compiled"] for s in built[1:])  # incremental after the first build

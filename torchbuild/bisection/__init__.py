@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,15 +26,17 @@ from .. import builder as b
 from .. import console as _console
 from .. import git as _git
 from .. import nightly as _nightly
+from ..builder.ownership.moves import editable_record
 from ..builder.ownership.trees import tree_size
 from ..builder.request import parse_sets
+from ..builder.shortcut import metadata_version, restamp, version_of
 from ..config import Config, Origin, OriginKind
 from ..envs import copies, envs_dir
 from ..errors import BuildFailed, Interrupted, TorchbuildError
 from ..locks import locked
 from ..run import run
 from . import ladder, prebuilt, worktree
-from .versions import check_version, package_of, version_info
+from .versions import check_version, drop_bytecode, package_of, version_info
 from .worktree import home
 
 OUTSIDE = ("VIRTUAL_ENV", "CONDA_PREFIX")  # the user's active env is never the bisection's
@@ -218,6 +221,8 @@ def run_step(bcfg: Config, state: dict[str, Any], place: Path, tree: Path, commi
         return step
     python = Path(state["python_exe"])
     version = check_version(python, tree, commit, state)
+    judged = [s["commit"] for s in state["steps"] if s.get("exit") is not None]  # the last COMMAND imported it
+    drop_bytecode(tree, python, judged[-1] if judged else None, commit)
     written(log, f"version: {version}\n")
     prefix = python.parent.parent
     changes = {"PATH": f"{python.parent}{os.pathsep}{env.get('PATH', '')}", "VIRTUAL_ENV": str(prefix)}
@@ -305,8 +310,8 @@ def failure(exc: BuildFailed) -> str:
 
 def overlay(state: dict[str, Any], place: Path, tree: Path, commit: str) -> None:
     """`commit`'s version over the kept binaries: the version file the env imports rewritten from the commit its
-    binaries name, its original kept (written back, with its time, before the tree builds again: it is one of
-    the build's recorded outputs)."""
+    binaries name, and the install's dist-info re-stamped to say it too (as pip's record of that commit), their
+    originals kept (written back, with their times, before the tree builds again: they are the build's)."""
     names = state.get("names") or state["built"]
     found = version_info(Path(state["python_exe"]), tree)
     path = Path(found["file"] or "")
@@ -317,25 +322,38 @@ def overlay(state: dict[str, Any], place: Path, tree: Path, commit: str) -> None
     if found.get("git_version") != names or not path.is_file():
         raise TorchbuildError(f"the bisection's binaries do not name {names[:10]}, the commit they were built from "
                               f"({found.get('git_version')} in {path})", "run `inv bisect --reset` and start again")
-    original = place / "version.orig"
-    original.write_bytes(path.read_bytes())
-    stat = path.stat()
-    state.update(overlay={"file": str(path), "mtime_ns": stat.st_mtime_ns, "atime_ns": stat.st_atime_ns})
+    dist = editable_record(Path(state["python_exe"]).parent.parent, tree)
+    if dist and metadata_version(dist) != version_of(path):
+        dist = None  # pip's record has a version of its own rule: left as it is
+    saved = place / "overlay"
+    saved.mkdir(exist_ok=True)
+    kept = []
+    for i, file in enumerate([path, *([dist.with_name("METADATA"), dist] if dist else [])]):
+        shutil.copy2(file, saved / str(i))
+        stat = file.stat()
+        kept.append({"file": str(file), "copy": str(saved / str(i)), "mtime_ns": stat.st_mtime_ns,
+                     "atime_ns": stat.st_atime_ns})
+    state.update(overlay={"files": kept, "dist": str(dist.parent) if dist else None})
     worktree.write_state(place, state)
-    path.write_text(ladder.rewrite_version(original.read_text(), names, commit))
+    path.write_text(ladder.rewrite_version((saved / "0").read_text(), names, commit))
+    if dist:
+        state["overlay"]["restamped"] = str(restamp(dist, str(version_of(path))).parent)
     state["serving"] = commit
     worktree.write_state(place, state)
 
 
 def restore(state: dict[str, Any], place: Path) -> None:
-    """The built version file back as its build left it (bytes and time)."""
-    kept = state.get("overlay")
-    original = place / "version.orig"
-    if kept and original.is_file():
-        path = Path(kept["file"])
-        path.write_bytes(original.read_bytes())
-        os.utime(path, ns=(kept["atime_ns"], kept["mtime_ns"]))
-        original.unlink()
+    """The built version file and dist-info back as the build left them (bytes and times)."""
+    kept = state.get("overlay") or {}
+    moved, dist = kept.get("restamped"), kept.get("dist")
+    if moved and dist and moved != dist and Path(moved).is_dir():
+        Path(moved).rename(dist)
+    for file in kept.get("files", []):
+        copy = Path(file["copy"])
+        if copy.is_file():
+            Path(file["file"]).write_bytes(copy.read_bytes())
+            os.utime(file["file"], ns=(file["atime_ns"], file["mtime_ns"]))
+            copy.unlink()
     state.update(overlay=None, serving=state.get("built"))
     worktree.write_state(place, state)
 

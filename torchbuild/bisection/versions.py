@@ -65,3 +65,25 @@ def check_version(python: Path, tree: Path, commit: str, state: Mapping[str, Any
                               "commit's; COMMAND was not run", "run `inv bisect --resume` (it builds again), or "
                               "`inv bisect --reset`")
     return f"{version} (git_version {sha[:10]})"
+
+
+def drop_bytecode(tree: Path, python: Path, before: str | None, commit: str) -> int:
+    """Python's cached bytecode of every module that may differ from what the last step's COMMAND imported:
+    the .py files the commits between changed (all of the package's without a last step), the version file
+    the env imports and the .py files CMake installed. Steps come faster than a second apart, and a cache
+    is trusted by the source's size and mtime in whole seconds: a version.py rewritten within the second
+    would import as the last commit's. Returns how many cache files were removed."""
+    from .worktree import diff
+
+    sources = [tree / p for p in diff(tree, before, commit).changed if p.endswith(".py")] if before else \
+        list((tree / package_of(tree)).rglob("*.py"))
+    found = version_info(python, tree).get("file")
+    manifest = tree / "build" / "install_manifest.txt"
+    installed = manifest.read_text(errors="replace").splitlines() if manifest.is_file() else []
+    sources += [Path(p) for p in [found, *installed] if p and p.endswith(".py")]
+    dropped = 0
+    for source in sources:
+        for cached in source.parent.glob(f"__pycache__/{source.stem}.*.pyc"):
+            cached.unlink(missing_ok=True)
+            dropped += 1
+    return dropped

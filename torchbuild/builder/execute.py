@@ -9,15 +9,14 @@ the first options forever; the 2.9+ setup.py pops CMAKE_FRESH before reading it)
 
 from __future__ import annotations
 
-import contextlib
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Callable, Iterator, Mapping
+from typing import IO, Callable, Mapping
 
 from .. import console as _console
-from .. import jobserver, usage
+from .. import usage
 from ..diagnose import Diagnosis, UnusedVariables, diagnose, never_read
 from ..digest import digest
 from ..errors import BuildFailed, CommandError
@@ -25,6 +24,7 @@ from ..progress import Tracker
 from ..run import format_command, merged_env, run
 from ..toolchain import linkers
 from . import against, inplace, pools, profile, record, shortcut
+from .budget import job_slots, shim_waits
 from .cachestats import miss_reasons, parse_sccache_stats, parse_stats_log
 from .explain import remember
 from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
@@ -57,7 +57,7 @@ from .ownership.uptodate import (
 )
 from .plan import Plan, affects_configure, package_name
 from .request import BuildRequest
-from .shortcut import off_graph, whole_way, with_jobs
+from .shortcut import off_graph, version_of, whole_way, with_jobs
 from .split import place_core
 
 TRUE = ("1", "on", "true", "yes", "y")
@@ -128,10 +128,17 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         kept = kept_wheel(marker) if plan.wheel else None
         placed, serves = channels.in_place(checkout, files), kept is not None if plan.wheel else installed(plan, marker)
         added = sources_added(checkout, marker.get("folders")) if marker else None
+        dist = moves.editable_record(plan.env.prefix, checkout) if marker and opts.shortcut and not plan.wheel else None
+        committed, crossing = shortcut.across(checkout, marker, parts, plan.package, dist, files,
+                                              plan.outputs_in_env) if dist and marker else ([], "")
         same = not (opts.clean or opts.rerun or changed or fresh) and marker is not None \
-            and marker.get("done") == stamp and placed and serves and added is None
+            and (marker.get("done") == stamp or crossing is None) and placed and serves and added is None
         if not same and marker is not None and not (opts.clean or opts.rerun or changed or fresh):
-            con.info(f"the whole way: {added or why_whole_way(marker, parts, placed, serves)}")
+            con.info(f"the whole way: {added or crossing or why_whole_way(marker, parts, placed, serves)}")
+        elif same and crossing is None:
+            marker = dict(shortcut.with_commits(checkout, marker, committed))  # type: ignore[arg-type]
+            con.info(f"a build of another commit: the {len(committed)} file(s) the commits changed are checked as "
+                     "edits are")
         by_depfiles = same and not trees and bool(plan.in_place)  # setuptools compiles: its objects' depfiles
         explained, work = inplace.pending(checkout, plan, base_env) if by_depfiles else \
             (pending(trees, plan, base_env) if same else None, "ninja has no work")
@@ -141,7 +148,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         explained = None if explained is None else explained + relink
         tree = worktree(checkout) if not plan.wheel and (checkout / ".git").exists() else None
         edited = off_graph(marker, tree, plan.package, files) if same and marker and tree is not None else None
-        if same and edited is None and nothing_to_do(explained):
+        if same and edited is None and nothing_to_do(explained) and crossing == "":
             what = f"the wheel {kept.name}" if kept else "the install"
             con.info(f"up to date: {work}, the inputs, the {len(files)} file(s) in the checkout and "
                      f"{what} are this configuration's; nothing was run (--rerun runs the build command anyway)")
@@ -262,6 +269,8 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                     run(quick[-1], cwd=quick_in, env=plan.changes, base_env=base_env, echo=opts.verbose, log=log)
         con.clear_progress()
         command_end = time.time()
+        if quick and crossing is None and dist and version_of(checkout / plan.package / "version.py"):
+            shortcut.restamp(dist, str(version_of(checkout / plan.package / "version.py")))  # as pip would
         typos = sorted({*unused.given([*dict(opts.sets), *base_env]), *never_read(checkout, dict(opts.sets))})
         if typos:
             con.warn(f"CMake did not use {', '.join(typos)}: no option of the project has that name (misspelt?); "
@@ -307,29 +316,6 @@ def newest_wheel(dist: Path, before: set[Path]) -> Path | None:
     """The wheel the build made in `dist` (the newest there when it replaced one of the same name)."""
     made = sorted(set(dist.glob("*.whl")) - before) or sorted(dist.glob("*.whl"), key=lambda p: p.stat().st_mtime)[-1:]
     return made[-1] if made else None
-
-
-@contextlib.contextmanager
-def job_slots(plan: Plan) -> Iterator[tuple[Mapping[str, str | None], float]]:
-    """The build's environment while it holds its job slots of a shared jobserver (`inv matrix` side by
-    side), and the seconds it waited for the first; without a jobserver, the plan's as it is."""
-    if plan.jobserver is None or not plan.jobserver.is_fifo() or plan.shims:  # shims: cmake itself takes it
-        yield plan.changes, 0.0
-        return
-    most = 1 if plan.ninja_joins else int(plan.changes.get("MAX_JOBS") or 1)
-    with jobserver.take(plan.jobserver, most) as held:
-        if held.waited >= 0.5:
-            _console.get().info(f"waited {held.waited:.1f}s for a job slot of the shared budget")
-        yield (plan.changes if plan.ninja_joins else {**plan.changes, "MAX_JOBS": str(held.count),
-                                                      "CMAKE_BUILD_PARALLEL_LEVEL": str(held.count)}), held.waited
-
-
-def shim_waits(plan: Plan) -> float:
-    """Seconds this build's cmake waited for its job tokens (said when it is worth saying)."""
-    waited = jobserver.waited(plan.changes.get(jobserver.WAITS)) if plan.shims else 0.0
-    if waited >= 0.5:
-        _console.get().info(f"waited {waited:.1f}s for a job slot of the shared budget")
-    return waited
 
 
 def with_remedies(plan: Plan, remedies: Mapping[str, str]) -> Plan:
