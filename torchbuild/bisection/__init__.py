@@ -220,9 +220,9 @@ def run_step(bcfg: Config, state: dict[str, Any], place: Path, tree: Path, commi
         written(log, f"verdict: skip: does not build: {failed}\n")
         return step
     python = Path(state["python_exe"])
-    version = check_version(python, tree, commit, state)
+    version, version_file = check_version(python, tree, commit, state)
     judged = [s["commit"] for s in state["steps"] if s.get("exit") is not None]  # the last COMMAND imported it
-    drop_bytecode(tree, python, judged[-1] if judged else None, commit)
+    drop_bytecode(tree, version_file, judged[-1] if judged else None, commit)
     written(log, f"version: {version}\n")
     prefix = python.parent.parent
     changes = {"PATH": f"{python.parent}{os.pathsep}{env.get('PATH', '')}", "VIRTUAL_ENV": str(prefix)}

@@ -43,11 +43,11 @@ def package_of(tree: Path) -> str:
     return package_name(tree)
 
 
-def check_version(python: Path, tree: Path, commit: str, state: Mapping[str, Any]) -> str:
+def check_version(python: Path, tree: Path, commit: str, state: Mapping[str, Any]) -> tuple[str, str | None]:
     """The binaries the env imports name `commit` (git_version, `+git<sha7>`) and come from the worktree or the
     bisection's env; else an error: a wrong binary never reaches COMMAND. A project without PyTorch's
     version.py (git_version) names no commit: its binaries are those the bisection built, or reused by the
-    ladder's rule, from `state`."""
+    ladder's rule, from `state`. Returns what the binaries say, and the version file the env imports."""
     from ..builder.drivers import detect
 
     found = version_info(python, tree)
@@ -59,28 +59,27 @@ def check_version(python: Path, tree: Path, commit: str, state: Mapping[str, Any
                               f"its worktree {tree} or env", "run `inv bisect --reset` and start again")
     if sha is None and not detect(tree).pytorch():
         return f"{package_of(tree)} names no commit (no version.py git_version); from {origin}, binaries of " \
-               f"{str(state.get('built'))[:10]}"
+               f"{str(state.get('built'))[:10]}", found.get("file")
     if sha != commit or ("+git" in version and f"+git{commit[:7]}" not in version):
         raise TorchbuildError(f"the binaries for {commit[:10]} say {version} (git_version {sha}, {where}): not that "
                               "commit's; COMMAND was not run", "run `inv bisect --resume` (it builds again), or "
                               "`inv bisect --reset`")
-    return f"{version} (git_version {sha[:10]})"
+    return f"{version} (git_version {sha[:10]})", found.get("file")
 
 
-def drop_bytecode(tree: Path, python: Path, before: str | None, commit: str) -> int:
+def drop_bytecode(tree: Path, version_file: str | None, before: str | None, commit: str) -> int:
     """Python's cached bytecode of every module that may differ from what the last step's COMMAND imported:
     the .py files the commits between changed (all of the package's without a last step), the version file
-    the env imports and the .py files CMake installed. Steps come faster than a second apart, and a cache
-    is trusted by the source's size and mtime in whole seconds: a version.py rewritten within the second
-    would import as the last commit's. Returns how many cache files were removed."""
+    the env imports (`version_file`) and the .py files CMake installed. Steps come faster than a second
+    apart, and a cache is trusted by the source's size and mtime in whole seconds: a version.py rewritten
+    within the second would import as the last commit's. Returns how many cache files were removed."""
     from .worktree import diff
 
     sources = [tree / p for p in diff(tree, before, commit).changed if p.endswith(".py")] if before else \
         list((tree / package_of(tree)).rglob("*.py"))
-    found = version_info(python, tree).get("file")
     manifest = tree / "build" / "install_manifest.txt"
     installed = manifest.read_text(errors="replace").splitlines() if manifest.is_file() else []
-    sources += [Path(p) for p in [found, *installed] if p and p.endswith(".py")]
+    sources += [Path(p) for p in [version_file, *installed] if p and p.endswith(".py")]
     dropped = 0
     for source in sources:
         for cached in source.parent.glob(f"__pycache__/{source.stem}.*.pyc"):

@@ -12,6 +12,7 @@ bin/ and pyvenv.cfg that name the original's folder. An env holding an egg-link 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from dataclasses import asdict, replace
@@ -58,13 +59,14 @@ def copy_env(cfg: Config, source: Env, prefix: Path) -> Env | None:
     left_out = local_installs(source.prefix)
     if left_out is None:
         return None
-    skip = {*left_out, *(source.prefix.resolve() / name for name in (STAMP, CONSTRAINTS, "pip.conf"))}
+    root = source.prefix.resolve()
+    skip = {str(p) for p in [*left_out, *(root / name for name in (STAMP, CONSTRAINTS, "pip.conf"))]}
 
-    def ignored(folder: str, names: list[str]) -> set[str]:
-        return {n for n in names if (Path(folder).resolve() / n) in skip}
+    def ignored(folder: str, names: list[str]) -> set[str]:  # copytree's folders, under the resolved root
+        return {n for n in names if os.path.join(folder, n) in skip}
 
     try:
-        shutil.copytree(source.prefix, prefix, symlinks=True, ignore=ignored)
+        shutil.copytree(root, prefix, symlinks=True, ignore=ignored)
         for path in [*prefix.glob("bin/*"), prefix / "pyvenv.cfg"]:
             retarget(path, source.prefix, prefix)
         private(prefix / "pip.conf", pip_conf(cfg))
