@@ -21,7 +21,7 @@ def bisect(self: Bench) -> None:
     """The same history, command and commit range both ways (scikit-build-core era), each in a checkout of its
     own without a build tree, each compiler cache holding the objects of a build of HEAD (the bad commit, as the
     developer who found the regression has it). The plain recipe's env is made before; torchbuild's time
-    includes making its own (without MKL, which the demo does not link: 1.3 GB an env, 9 s here); the plain
+    includes making its own (a copy of the user's env of that Python, which the build of HEAD made); the plain
     recipe's is a venv holding the same packages."""
     units = UNITS if self.quick else 200
     up = make_upstream(self.work / "bisect-up", units=units, era="main")
@@ -77,7 +77,7 @@ def bisect(self: Bench) -> None:
     assert state["result"] == [shas["regression"]] and plain_first == shas["regression"], \
         (state["result"], plain_first, done.stdout[-2000:])
     self.record("bisect: 64 commits, first bad found", stats([ours_wall]), stats([plain_wall]), "<= 0.3",
-                f"inv bisect ({len(state['steps'])} steps, {ours_compiling} compiling; its env made too)",
+                f"inv bisect ({len(state['steps'])} steps, {ours_compiling} compiling; its env copied from the user's)",
                 f"git bisect run: submodule update + pip install -e . ({len(list(logs.glob('*.log')))} steps, "
                 f"{plain_compiling} compiling)")
     self.results["bisect: 64 commits, first bad found"].update(
