@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .conftest import REPO, inv
+from .conftest import REPO, git, inv
 from .skbuild import make_skbuild_project
 from .test_build import needs_nvcc
 
@@ -185,6 +185,9 @@ def test_a_setup_py_whose_cmake_tree_pep660_throws_away_builds_in_place_and_keep
     main.write_text(main.read_text().replace("return i + j;", "return i + j + 10;"))
     edited, said = build()
     assert "in-place build" in edited and said == "13" and "compile: 1 step(s)" in edited
+    git(co, "commit", "-qam", "edited")  # setup.py's version may come from the commit: only pip's record is true
+    committed, said = build()
+    assert "the whole way: the version is the backend's to compute at each commit" in committed and said == "13"
     (co / "NOTES.txt").write_text("a new file\n")
     new, said = build()
     assert "the whole way through pip: NOTES.txt is new since the last build" in new and said == "13"

@@ -42,7 +42,7 @@ def refusal(checkout: Path, marker: Mapping[str, object], now: Mapping[str, obje
     if not isinstance(before, dict):
         return "the last build did not record the working tree"
     changed = [p for p in changed_since(before, now) if p not in outputs]
-    gone = [p for p in changed if now.get(p) is None]
+    gone = [p for p in changed if now.get(p) is None and not (checkout / p).exists()]  # absent: back to HEAD's
     if gone:
         return f"{gone[0]} was deleted since the last build: the install's files may change"
     tracked = set(run(["git", "ls-files", "-z", "--", *changed], cwd=checkout, capture=True, echo=False,
