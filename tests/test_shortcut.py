@@ -3,11 +3,13 @@ where it gives what the whole build gives."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 from pathlib import Path
 
-from torchbuild.builder.shortcut import changed_since, ninja_inputs, refusal
+from torchbuild.builder.shortcut import changed_since, metadata_version, ninja_inputs, refusal, restamp
 
 from .conftest import git
 from .test_build import build, last_log, run_python, shared, small_demo  # noqa: F401  (fixtures)
@@ -90,3 +92,22 @@ def test_what_only_setup_py_reads_goes_the_whole_way_and_a_commit_of_ninja_input
         in build(small_demo, "--cuda", "none").stderr
     edit(small_demo / "c10/core/unit_02.cpp", "(n / 8)", "(n / 9)")
     assert SHORTCUT not in build(small_demo, "--cuda", "none", "--rerun").stderr  # --rerun: the whole way
+
+
+def test_a_restamped_dist_info_says_the_new_version_as_pip_writes_it(tmp_path):
+    info = tmp_path / "minitorch-2.15.0a0+git1111111.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.2\nName: minitorch\nVersion: 2.15.0a0+git1111111\n\nbody\n")
+    (info / "direct_url.json").write_text("{}")
+    (info / "RECORD").write_text(f"{info.name}/METADATA,sha256=old,70\n{info.name}/direct_url.json,sha256=x,2\n"
+                                 f"{info.name}/RECORD,,\n_minitorch_editable.py,sha256=y,9\n")
+    record = restamp(info / "RECORD", "2.15.0a0+git2222222")
+    moved = tmp_path / "minitorch-2.15.0a0+git2222222.dist-info"
+    assert record == moved / "RECORD" and not info.exists()
+    meta = (moved / "METADATA").read_bytes()
+    assert b"Version: 2.15.0a0+git2222222\n" in meta and meta.endswith(b"\nbody\n")
+    digest = base64.urlsafe_b64encode(hashlib.sha256(meta).digest()).rstrip(b"=").decode()
+    assert record.read_text().splitlines() == [f"{moved.name}/METADATA,sha256={digest},{len(meta)}",
+                                               f"{moved.name}/direct_url.json,sha256=x,2", f"{moved.name}/RECORD,,",
+                                               "_minitorch_editable.py,sha256=y,9"]
+    assert metadata_version(record) == "2.15.0a0+git2222222" and restamp(record, "2.15.0a0+git2222222") == record

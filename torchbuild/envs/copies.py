@@ -19,6 +19,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from ..config import Config
+from ..locks import locked
 from . import STAMP, Env, private, read
 from .requirements import pip_conf
 
@@ -67,6 +68,14 @@ def copy_env(cfg: Config, source: Env, prefix: Path) -> Env | None:
 
     try:
         shutil.copytree(root, prefix, symlinks=True, ignore=ignored)
+        stray = local_installs(prefix)  # installed into the original while it was copied: not the copy's
+        if stray is None:
+            raise OSError("a path entry appeared while it was copied")
+        for path in stray:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
         for path in [*prefix.glob("bin/*"), prefix / "pyvenv.cfg"]:
             retarget(path, source.prefix, prefix)
         private(prefix / "pip.conf", pip_conf(cfg))
@@ -104,4 +113,6 @@ def twin(source_cfg: Config, cfg: Config, checkout: Path, version: str) -> Env |
             source.stamp != expected_stamp(cfg, source.backend, source.version, checkout, None):
         return None
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    return copy_env(cfg, source, prefix)
+    with locked(source.prefix.parent / f".{name}.lock", f"copying env {name}", f"env {name} is being made"), \
+            locked(prefix.parent / f".{name}.lock", f"creating env {name} as a copy"):
+        return copy_env(cfg, source, prefix)
