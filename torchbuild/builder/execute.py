@@ -128,9 +128,11 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         kept = kept_wheel(marker) if plan.wheel else None
         placed, serves = channels.in_place(checkout, files), kept is not None if plan.wheel else installed(plan, marker)
         added = sources_added(checkout, marker.get("folders")) if marker else None
-        dist = moves.editable_record(plan.env.prefix, checkout) if marker and opts.shortcut and not plan.wheel else None
-        committed, crossing = shortcut.across(checkout, marker, parts, plan.package, dist, files,
-                                              plan.outputs_in_env) if dist and marker else ([], "")
+        pip_record = moves.editable_record(plan.env.prefix, checkout) if marker and opts.shortcut and not plan.wheel \
+            else None
+        committed, crossing = shortcut.across(checkout, marker, parts, plan.package, pip_record, files,
+                                              plan.outputs_in_env, plan.changes.get("PATH")) \
+            if pip_record and marker else ([], "")
         same = not (opts.clean or opts.rerun or changed or fresh) and marker is not None \
             and (marker.get("done") == stamp or crossing is None) and placed and serves and added is None
         if not same and marker is not None and not (opts.clean or opts.rerun or changed or fresh):
@@ -269,8 +271,8 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                     run(quick[-1], cwd=quick_in, env=plan.changes, base_env=base_env, echo=opts.verbose, log=log)
         con.clear_progress()
         command_end = time.time()
-        if quick and crossing is None and dist and version_of(checkout / plan.package / "version.py"):
-            shortcut.restamp(dist, str(version_of(checkout / plan.package / "version.py")))  # as pip would
+        if quick and crossing is None and pip_record and version_of(checkout / plan.package / "version.py"):
+            shortcut.restamp(pip_record, str(version_of(checkout / plan.package / "version.py")))  # as pip would
         typos = sorted({*unused.given([*dict(opts.sets), *base_env]), *never_read(checkout, dict(opts.sets))})
         if typos:
             con.warn(f"CMake did not use {', '.join(typos)}: no option of the project has that name (misspelt?); "

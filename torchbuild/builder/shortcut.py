@@ -30,7 +30,7 @@ from typing import AbstractSet, Iterable, Mapping
 
 from .. import compat
 from ..run import run
-from .ownership.cmaketrees import cache_entry
+from .ownership.cmaketrees import cache_entry, ninja_of
 from .ownership.uptodate import NEWEST_INPUT
 
 IN_PLACE = (".py", ".pyi")
@@ -172,9 +172,10 @@ def canonical(parts: Mapping[str, object]) -> str:
 
 
 def across(checkout: Path, marker: Mapping[str, object], parts: Mapping[str, object], package: str,
-           record: Path | None, outputs: Mapping[str, object], maps_files: bool) -> tuple[list[str], str | None]:
+           record: Path | None, outputs: Mapping[str, object], maps_files: bool, path: str | None
+           ) -> tuple[list[str], str | None]:
     """The files the commits since the tree's last complete build changed, and why the shortcut cannot build
-    this commit from that build ("": the commit did not change; None: it can)."""
+    this commit from that build ("": the commit did not change; None: it can). `path`: the build's PATH."""
     old = marker.get("inputs")
     was = old.get("tree") if isinstance(old, dict) and marker.get("done") else None
     now = parts.get("tree")
@@ -182,7 +183,7 @@ def across(checkout: Path, marker: Mapping[str, object], parts: Mapping[str, obj
         return [], ""
     if canonical(old) != canonical(parts):  # type: ignore[arg-type]
         return [], "more than the commit changed since its last complete build"
-    why = version_refusal(checkout, package, record, outputs)
+    why = version_refusal(checkout, package, record, outputs, ninja_of(checkout / "build", path))
     if why:
         return [], why
     done = run(["git", "diff", "--name-status", "--no-renames", "-z", str(was[0]), str(now[0])], cwd=checkout,
@@ -208,9 +209,10 @@ def metadata_version(record: Path | None) -> str | None:
     return found.group(1) if found else None
 
 
-def version_refusal(checkout: Path, package: str, record: Path | None, outputs: Mapping[str, object]) -> str | None:
+def version_refusal(checkout: Path, package: str, record: Path | None, outputs: Mapping[str, object],
+                    ninja: str | None) -> str | None:
     """Why pip's recorded version would be wrong at another commit after the shortcut (None: it would be
-    right, or re-stamped from the version.py the build writes)."""
+    right, or re-stamped from the version.py the build writes at every build: ninja would run its step now)."""
     project = compat.pyproject(checkout).get("project", {})
     if project.get("version") and "version" not in project.get("dynamic", []) and \
             not (checkout / "setup.py").exists():
@@ -221,6 +223,10 @@ def version_refusal(checkout: Path, package: str, record: Path | None, outputs: 
     said = version_of(checkout / generated)
     if said is None or said != metadata_version(record):
         return f"{generated} ({said}) and the install's METADATA ({metadata_version(record)}) disagree"
+    asked = run([ninja, "-C", str(checkout / "build"), "-n", str(checkout / generated)], capture=True, echo=False,
+                check=False) if ninja else None
+    if asked is None or asked.returncode != 0 or not any(ln.startswith("[") for ln in asked.stdout.splitlines()):
+        return f"the build's ninja does not write {generated} at every build"
     return None
 
 
