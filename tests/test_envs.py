@@ -250,7 +250,7 @@ def test_switching_checkouts_adds_what_is_missing_and_a_conflict_makes_the_env_a
     assert "packaging==19.2" in listed and "setuptools-scm" not in listed.lower().replace("_", "-")
 
 
-def test_a_copy_leaves_out_what_was_installed_from_local_folders_and_an_egg_link_is_not_copied(tmp_path):
+def test_a_copy_leaves_out_what_was_installed_from_urls_files_and_folders_and_an_egg_link_is_not_copied(tmp_path):
     site = tmp_path / "env" / "lib" / "python3.11" / "site-packages"
     mine, theirs = site / "mine-1.0.dist-info", site / "numpy-2.0.dist-info"
     for info in (mine, theirs):
@@ -262,8 +262,15 @@ def test_a_copy_leaves_out_what_was_installed_from_local_folders_and_an_egg_link
     (mine / "RECORD").write_text("mine/_C.so,,\n_mine_editable.py,,\nmine-1.0.dist-info/RECORD,,\n"
                                  "../../../../outside.txt,,\n")
     (theirs / "RECORD").write_text("numpy/__init__.py,,\n")
+    wheel = site / "other-2.0.dist-info"  # installed from a wheel file: PEP 610's archive_info
+    wheel.mkdir()
+    (wheel / "direct_url.json").write_text(json.dumps({"url": "file:///dist/other-2.0.whl", "archive_info": {}}))
+    (wheel / "RECORD").write_text("other.py,,\n")
+    (site / "mine" / "lib").mkdir()
+    (site / "mine" / "lib" / "installed_by_cmake.so").write_bytes(b"")  # beside pip's record: its folder goes
     found = {p.relative_to(site.resolve()).as_posix() if p.is_relative_to(site.resolve()) else str(p)
              for p in local_installs(tmp_path / "env")}
-    assert found == {"mine/_C.so", "_mine_editable.py", "mine-1.0.dist-info/RECORD", "mine-1.0.dist-info"}
+    assert found == {"mine/_C.so", "_mine_editable.py", "mine-1.0.dist-info/RECORD", "mine-1.0.dist-info", "mine",
+                     "other.py", "other-2.0.dist-info"}
     (site / "mine.egg-link").write_text("/co\n.\n")  # a path entry no RECORD names: no copy
     assert local_installs(tmp_path / "env") is None

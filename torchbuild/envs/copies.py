@@ -27,28 +27,35 @@ CONSTRAINTS = "torchbuild-constraints.txt"  # in a managed env: its torch, pinne
 
 
 def local_installs(prefix: Path) -> list[Path] | None:
-    """The files of every distribution installed into the env from a local folder (their RECORDs' paths and
-    dist-info folders); None when the env holds a path entry no RECORD names (egg-link, easy-install.pth)."""
+    """What every distribution installed into the env from a URL, a local file or folder (PEP 610's
+    direct_url.json: the user's torch, a wheel of it, what was built against it) put there: its dist-info,
+    the files its RECORD names, and whole the top-level folders of site-packages no other distribution
+    records files in (what a build installed beside pip's record, and the bytecode, go with them: a leftover
+    `torch/` folder would import as a namespace package); None when the env holds a path entry no RECORD
+    names (egg-link, easy-install.pth)."""
     found: list[Path] = []
+    root = prefix.resolve()
     for site in prefix.glob("lib/python*/site-packages"):
         if any(site.glob("*.egg-link")) or (site / "easy-install.pth").exists():
             return None
+        site = site.resolve()
+        tops: dict[bool, set[str]] = {True: set(), False: set()}
         for info in site.glob("*.dist-info"):
-            try:
-                local = "dir_info" in json.loads((info / "direct_url.json").read_text())
-            except (OSError, ValueError):
-                local = False
-            if not local:
-                continue
+            local = (info / "direct_url.json").is_file()
             record = info / "RECORD"
-            lines = record.read_text(errors="replace").splitlines() if record.is_file() else []
-            for line in lines:
-                path = (site / line.rsplit(",", 2)[0]).resolve()
-                if line and path.is_relative_to(prefix.resolve()):
+            for line in record.read_text(errors="replace").splitlines() if record.is_file() else []:
+                path = Path(os.path.normpath(site / line.rsplit(",", 2)[0]))
+                if not line or not path.is_relative_to(root):
+                    continue
+                if path.is_relative_to(site) and path != site and path.relative_to(site).parts[0] != "__pycache__":
+                    tops[local].add(path.relative_to(site).parts[0])
+                if local:
                     found.append(path)
-                    if path.suffix == ".py":
-                        found.extend(path.parent.glob(f"__pycache__/{path.stem}.*.pyc"))
-            found.append(info.resolve())
+            if local:
+                found.append(info)
+        found += [site / top for top in tops[True] - tops[False] if (site / top).is_dir()]
+        found += [cached for path in list(found) if path.suffix == ".py"
+                  for cached in path.parent.glob(f"__pycache__/{path.stem}.*.pyc")]
     return found
 
 
@@ -77,7 +84,8 @@ def copy_env(cfg: Config, source: Env, prefix: Path) -> Env | None:
             else:
                 path.unlink(missing_ok=True)
         for path in [*prefix.glob("bin/*"), prefix / "pyvenv.cfg"]:
-            retarget(path, source.prefix, prefix)
+            for old in {source.prefix, root}:  # as the scripts were written, and resolved
+                retarget(path, old, prefix)
         private(prefix / "pip.conf", pip_conf(cfg))
         if read(source.prefix) != source:  # changed while it was copied: not a twin
             raise OSError("changed while copied")
