@@ -44,7 +44,8 @@ PROJECTS = [
             "import sentencepiece as s, io; m = io.BytesIO(); "
             "s.SentencePieceTrainer.train(sentence_iterator=iter(['hello world', 'hello there'] * 50), "
             "model_writer=m, vocab_size=12, minloglevel=2); p = s.SentencePieceProcessor(model_proto=m.getvalue()); "
-            "print(p.decode(p.encode('hello world')))", "hello world", needs_remedy=True),
+            "print(p.decode(p.encode('hello world')))", "hello world", needs_remedy=True,
+            heavy=True),  # ~100 compiles, 105-123 s of README's test command: the demo's CMake 4 test stays there
     Project("python-rapidjson", "1.25", "rapidjson", "README.rst",
             "import rapidjson; print(rapidjson.loads(rapidjson.dumps({'a': [1, 2.5]}))['a'][1])", "2.5"),
     Project("mmh3", "5.3.1", "tests", "README.md", "import mmh3; print(mmh3.hash('foo'))", "-156908512"),
