@@ -176,26 +176,39 @@ def across(checkout: Path, marker: Mapping[str, object], parts: Mapping[str, obj
            ) -> tuple[list[str], str | None]:
     """The files the commits since the tree's last complete build changed, and why the shortcut cannot build
     this commit from that build ("": the commit did not change; None: it can). `path`: the build's PATH."""
-    old = marker.get("inputs")
-    was = old.get("tree") if isinstance(old, dict) and marker.get("done") else None
-    now = parts.get("tree")
-    if not (isinstance(was, list) and was and isinstance(now, list) and now) or was[0] == now[0]:
+    old, was, now = commits(marker, parts)
+    if was is None or now is None or was == now:
         return [], ""
-    if canonical(old) != canonical(parts):  # type: ignore[arg-type]
+    if canonical(old) != canonical(parts):
         return [], "more than the commit changed since its last complete build"
     why = version_refusal(checkout, package, record, outputs, ninja_of(checkout / "build", path))
     if why:
         return [], why
-    done = run(["git", "diff", "--name-status", "--no-renames", "-z", str(was[0]), str(now[0])], cwd=checkout,
-               capture=True, echo=False, check=False)
+    done = run(["git", "diff", "--name-status", "--no-renames", "-z", was, str(now)], cwd=checkout, capture=True,
+               echo=False, check=False)
     if done.returncode != 0:
-        return [], f"git cannot compare {str(was[0])[:10]} with {str(now[0])[:10]}"
+        return [], f"git cannot compare {was[:10]} with {str(now)[:10]}"
     fields = done.stdout.split("\0")
-    changed = [path for status, path in zip(fields[::2], fields[1::2]) if path]
+    changed = [name for name in fields[1::2] if name]
     new = [p for s, p in zip(fields[::2], fields[1::2]) if s in "AD" and p.startswith(f"{package}/")]
     if new and maps_files:
         return changed, f"{new[0]} is added or deleted, and the editable install maps the package's files one by one"
     return changed, None
+
+
+def commits(marker: Mapping[str, object], parts: Mapping[str, object]) -> tuple[dict[str, object], str | None,
+                                                                                 object]:
+    """The inputs of the tree's last complete build, the commit it built (None: no complete build) and HEAD's."""
+    old = marker.get("inputs")
+    was, now = (old if isinstance(old, dict) else {}).get("tree"), parts.get("tree")
+    built = str(was[0]) if isinstance(was, list) and was and marker.get("done") else None
+    return (old if isinstance(old, dict) else {}), built, now[0] if isinstance(now, list) and now else None
+
+
+def moved(marker: Mapping[str, object], parts: Mapping[str, object]) -> bool:
+    """Whether HEAD is another commit than the tree's last complete build's."""
+    _, was, now = commits(marker, parts)
+    return was is not None and now is not None and was != now
 
 
 def version_of(path: Path) -> str | None:
