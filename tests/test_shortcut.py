@@ -91,6 +91,7 @@ def test_what_only_setup_py_reads_goes_the_whole_way_and_a_commit_of_ninja_input
         if new:
             edit(small_demo / "c10/core/unit_02.cpp", "(n / 7)", new)
         git(small_demo, "commit", "-qam", subject)  # what was built, committed; then an edit, committed
+        assert "another commit: the" in build(small_demo, "--cuda", "none", "--explain").stdout  # as it will build
         again = build(small_demo, "--cuda", "none")  # version.py names the commit: the build writes it anew
         assert SHORTCUT in again.stderr and "a build of another commit" in again.stderr
         head = git(small_demo, "rev-parse", "HEAD").strip()  # pip's record says that commit's version too

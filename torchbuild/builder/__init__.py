@@ -48,11 +48,11 @@ def build(cfg: Config, request: BuildRequest, base_env: Mapping[str, str]) -> Ou
     for note in plan.notes:
         con.info(note)
     if request.explain:
-        for line in explain(plan, base_env)[0]:
+        for line in explain(plan, base_env, request.shortcut)[0]:
             con.result(line)
         return Outcome(plan, None)
     if not request.dry_run and asking(request) and could_take(plan, cfg.build.confirm_over):
-        lines, wall = explain(plan, base_env)
+        lines, wall = explain(plan, base_env, request.shortcut)
         if not confirmed(lines, wall, cfg.build.confirm_over):
             raise TorchbuildError(f"not building {plan.key}: not confirmed", "run it again and answer y, pass "
                                   "--yes, or raise build.confirm_over")

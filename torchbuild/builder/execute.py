@@ -128,11 +128,8 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         kept = kept_wheel(marker) if plan.wheel else None
         placed, serves = channels.in_place(checkout, files), kept is not None if plan.wheel else installed(plan, marker)
         added = sources_added(checkout, marker.get("folders")) if marker else None
-        pip_record = moves.editable_record(plan.env.prefix, checkout) \
-            if marker and opts.shortcut and not plan.wheel and shortcut.moved(marker, parts) else None
-        committed, crossing = shortcut.across(checkout, marker, parts, plan.package, pip_record, files,
-                                              plan.outputs_in_env, plan.changes.get("PATH")) \
-            if pip_record and marker else ([], "")
+        committed, crossing, pip_record = shortcut.crossing(plan, marker, parts, files) if marker and opts.shortcut \
+            else ([], "", None)
         same = not (opts.clean or opts.rerun or changed or fresh) and marker is not None \
             and (marker.get("done") == stamp or crossing is None) and placed and serves and added is None
         if not same and marker is not None and not (opts.clean or opts.rerun or changed or fresh):

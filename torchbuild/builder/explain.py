@@ -20,12 +20,14 @@ from pathlib import Path
 from typing import AbstractSet, Mapping
 
 from .. import console as _console
+from ..digest import digest
 from .ownership.cmaketrees import ninja_of
-from .ownership.records import configure_changes, read_marker
+from .ownership.records import configure_changes, read_marker, recorded_outputs
 from .ownership.trees import trees_dir
-from .ownership.uptodate import ALWAYS_RUN, NEWEST_INPUT, inputs_stamp, ninja_dry_run, past_regeneration
+from .ownership.uptodate import ALWAYS_RUN, NEWEST_INPUT, ninja_dry_run, past_regeneration, stamp_parts
 from .plan import Plan
 from .profile import Step
+from .shortcut import crossing
 
 MISSING = re.compile(r"ninja explain: output (.+) doesn't exist$")
 FED = "what the steps above feed"
@@ -33,9 +35,9 @@ HEADERS = (".h", ".hpp", ".hh", ".cuh", ".inc")
 SOURCES = (".c", ".cc", ".cpp", ".cxx", ".cu")
 
 
-def explain(plan: Plan, base_env: Mapping[str, str]) -> tuple[list[str], float | None]:
+def explain(plan: Plan, base_env: Mapping[str, str], shortcut: bool = True) -> tuple[list[str], float | None]:
     """The lines `--explain` prints for the plan's configuration, and the estimated wall seconds (None:
-    nothing to estimate from, or a switch back)."""
+    nothing to estimate from, or a switch back); `shortcut`: build.shortcut."""
     build = plan.checkout / "build"
     marker = read_marker(build) if build.is_dir() else None
     lines = [f"explain {plan.key}: nothing is built, configured or moved"]
@@ -54,10 +56,18 @@ def explain(plan: Plan, base_env: Mapping[str, str]) -> tuple[list[str], float |
                               kind_medians(plan.checkout), configure_seconds(plan), driver_seconds(plan, True))
         return lines + [f"the configuration changed ({'; '.join(changed[:4])}): CMake configures from scratch "
                         "and every step may run again", line], wall
-    whole_way = marker.get("done") != inputs_stamp(plan)
-    if whole_way:
-        lines.append("the inputs changed since the last complete build (commit, the build's own files or "
-                     "variables): it goes the whole way through the build driver")
+    parts = stamp_parts(plan)
+    whole_way = marker.get("done") != digest(parts)
+    committed, why, _ = crossing(plan, marker, parts, recorded_outputs(marker)) if whole_way and shortcut \
+        else ([], "", None)
+    if why is None:
+        whole_way = False
+        lines.append(f"another commit: the {len(committed)} file(s) the commits changed are checked as edits are; "
+                     "where ninja builds from each (below) or it is the package's Python, CMake's build without pip")
+    elif whole_way:
+        cause = why or "commit, the build's own files or variables"
+        lines.append(f"the inputs changed since the last complete build ({cause}): it goes the whole way through the "
+                     "build driver")
     asked = ninja_dry_run(build, plan, base_env)
     if asked is None:
         return lines + ["no ninja tree to ask: the build goes the whole way"], None

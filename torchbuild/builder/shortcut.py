@@ -26,12 +26,16 @@ import json
 import re
 import shutil
 from pathlib import Path
-from typing import AbstractSet, Iterable, Mapping
+from typing import TYPE_CHECKING, AbstractSet, Iterable, Mapping
 
 from .. import compat
 from ..run import run
 from .ownership.cmaketrees import cache_entry, ninja_of
+from .ownership.moves import editable_record
 from .ownership.uptodate import NEWEST_INPUT
+
+if TYPE_CHECKING:
+    from .plan import Plan
 
 IN_PLACE = (".py", ".pyi")
 
@@ -203,6 +207,18 @@ def commits(marker: Mapping[str, object], parts: Mapping[str, object]) -> tuple[
     was, now = (old if isinstance(old, dict) else {}).get("tree"), parts.get("tree")
     built = str(was[0]) if isinstance(was, list) and was and marker.get("done") else None
     return (old if isinstance(old, dict) else {}), built, now[0] if isinstance(now, list) and now else None
+
+
+def crossing(plan: Plan, marker: Mapping[str, object], parts: Mapping[str, object], outputs: Mapping[str, object]
+             ) -> tuple[list[str], str | None, Path | None]:
+    """`across` for the plan (the files the commits changed; "": the same commit, or no install of the
+    checkout in the env to re-stamp; None: the shortcut may build it), and the install's RECORD."""
+    record = editable_record(plan.env.prefix, plan.checkout) if not plan.wheel and moved(marker, parts) else None
+    if record is None:
+        return [], "", None
+    changed, why = across(plan.checkout, marker, parts, plan.package, record, outputs, plan.outputs_in_env,
+                          plan.changes.get("PATH"))
+    return changed, why, record
 
 
 def moved(marker: Mapping[str, object], parts: Mapping[str, object]) -> bool:
