@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 from ..errors import TorchbuildError
 from ..run import run
+from .worktree import diff
 
 VERSION_CHECK = """
 import importlib.util, json, re, sys
@@ -73,8 +74,6 @@ def drop_bytecode(tree: Path, version_file: str | None, before: str | None, comm
     the env imports (`version_file`) and the .py files CMake installed. Steps come faster than a second
     apart, and a cache is trusted by the source's size and mtime in whole seconds: a version.py rewritten
     within the second would import as the last commit's. Returns how many cache files were removed."""
-    from .worktree import diff
-
     sources = [tree / p for p in diff(tree, before, commit).changed if p.endswith(".py")] if before else \
         list((tree / package_of(tree)).rglob("*.py"))
     manifest = tree / "build" / "install_manifest.txt"

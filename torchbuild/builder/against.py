@@ -26,7 +26,7 @@ from ..envs.copies import CONSTRAINTS as CONSTRAINTS
 from ..errors import TorchbuildError
 from ..run import run
 from .drivers import detect
-from .ownership.moves import editable_record
+from .ownership.moves import dist_metadata, editable_record
 from .ownership.records import read_marker
 
 CPP_EXTENSION = re.compile(r"\b(\w+)\.utils(?:\.cpp_extension\b|\s+import\s+(?:\([^)]*)?\bcpp_extension\b)")
@@ -216,11 +216,8 @@ def protect(env_python: Path, dist: str, version: str) -> Path:
 
 def installed_dist(env_prefix: Path, checkout: Path) -> tuple[str, str] | None:
     """The distribution name and version of the env's editable install of `checkout` (its dist-info's METADATA)."""
-    record = editable_record(env_prefix, checkout)
-    meta = record.with_name("METADATA") if record else None
-    text = meta.read_text(errors="replace") if meta and meta.is_file() else ""
-    name, version = re.search(r"^Name: (\S+)$", text, re.M), re.search(r"^Version: (\S+)$", text, re.M)
-    return (name.group(1), version.group(1)) if name and version else None
+    said = dist_metadata(editable_record(env_prefix, checkout))
+    return (said["Name"], said["Version"]) if "Name" in said and "Version" in said else None
 
 
 def without_device_code(outputs: Iterable[Path]) -> list[str] | None:

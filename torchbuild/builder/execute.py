@@ -268,8 +268,9 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
                     run(quick[-1], cwd=quick_in, env=plan.changes, base_env=base_env, echo=opts.verbose, log=log)
         con.clear_progress()
         command_end = time.time()
-        if quick and crossing is None and pip_record and version_of(checkout / plan.package / "version.py"):
-            shortcut.restamp(pip_record, str(version_of(checkout / plan.package / "version.py")))  # as pip would
+        written = version_of(checkout / plan.package / "version.py") if quick and crossing is None else None
+        if pip_record and written:
+            shortcut.restamp(pip_record, written)  # pip's record says the version the build wrote, as pip would
         typos = sorted({*unused.given([*dict(opts.sets), *base_env]), *never_read(checkout, dict(opts.sets))})
         if typos:
             con.warn(f"CMake did not use {', '.join(typos)}: no option of the project has that name (misspelt?); "

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, AbstractSet, Iterable, Mapping
 from .. import compat
 from ..run import run
 from .ownership.cmaketrees import cache_entry, ninja_of
-from .ownership.moves import editable_record
+from .ownership.moves import dist_metadata, editable_record
 from .ownership.uptodate import NEWEST_INPUT
 
 if TYPE_CHECKING:
@@ -233,9 +233,7 @@ def version_of(path: Path) -> str | None:
 
 
 def metadata_version(record: Path | None) -> str | None:
-    meta = record.with_name("METADATA") if record else None
-    found = re.search(r"(?m)^Version: (\S+)$", meta.read_text(errors="replace")) if meta and meta.is_file() else None
-    return found.group(1) if found else None
+    return dist_metadata(record).get("Version")
 
 
 def version_refusal(checkout: Path, package: str, record: Path | None, outputs: Mapping[str, object],

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..config import Config
 from ..locks import locked
-from . import STAMP, Env, private, read
+from . import STAMP, Env, default_name, envs_dir, expected_stamp, private, read
 from .requirements import pip_conf
 
 CONSTRAINTS = "torchbuild-constraints.txt"  # in a managed env: its torch, pinned (builder/against.py)
@@ -113,8 +113,6 @@ def retarget(path: Path, old: Path, new: Path) -> None:
 def twin(source_cfg: Config, cfg: Config, checkout: Path, version: str) -> Env | None:
     """`cfg`'s managed env for Python `version` made as a copy of `source_cfg`'s env of that name, where that
     one holds what `checkout` requires (the same stamp) and `cfg`'s is not made yet; None: not copied."""
-    from . import default_name, envs_dir, expected_stamp
-
     name = default_name(version, cfg.matrix.backend)
     source, prefix = read(envs_dir(source_cfg) / name), envs_dir(cfg) / name
     if source is None or prefix.exists() or not source.python.exists() or \

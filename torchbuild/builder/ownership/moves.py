@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
@@ -224,6 +225,13 @@ def python_side_kept(checkout: Path, recorded: Mapping[str, object]) -> Iterator
                 if not path.is_file() or path.read_bytes() != data:
                     path.write_bytes(data)
                 os.utime(path, ns=(atime, mtime))
+
+
+def dist_metadata(record: Path | None) -> dict[str, str]:
+    """The Name and Version a dist-info's METADATA says (the dist-info of `record`, its RECORD); {} without one."""
+    meta = record.with_name("METADATA") if record else None
+    text = meta.read_text(errors="replace") if meta and meta.is_file() else ""
+    return dict(re.findall(r"(?m)^(Name|Version): (\S+)$", text.split("\n\n", 1)[0]))
 
 
 def editable_record(prefix: Path, checkout: Path) -> Path | None:
