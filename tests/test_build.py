@@ -329,13 +329,16 @@ def test_compile_error_shows_the_error_and_the_log(small_demo):
 
 def test_dry_run_prints_the_plan_and_runs_nothing(small_demo, tmp_path, monkeypatch):
     monkeypatch.setenv("TORCHBUILD_PATHS_ENVS", str(tmp_path / "no-envs"))
+    monkeypatch.setenv("TORCHBUILD_PATHS_CACHE_DIR", str(tmp_path / "no-cache"))
     done = build(small_demo, "--cuda", "none", "--jobs", "3", "--set", "USE_FOO=1", "--dry-run")
     for label in ("interpreter:", "toolkit:     none (a CPU build)", "build tree:", "log:",
-                  "MAX_JOBS:    3", "USE_FOO=1", "command:", "CMAKE_PREFIX_PATH="):
+                  "MAX_JOBS:    3", "USE_FOO=1", "command:", "CMAKE_PREFIX_PATH=",
+                  "verdict: the whole way: no tree of", "would run:   (cd "):
         assert label in done.stdout, label
     assert "would create env" in done.stderr
     assert not (small_demo / "build").exists() and not (tmp_path / "no-envs").exists()
     assert not Path(os.environ["TORCHBUILD_PATHS_LOGS"]).exists()
+    assert not (tmp_path / "no-cache" / "linkers.json").exists()  # issue 54: a dry run wrote the linkers' answers
 
 
 def test_pytorchs_variables_in_the_shell_choose_the_build_type_and_its_jobs(small_demo):

@@ -87,6 +87,25 @@ def test_extension_builds_against_the_configurations_torch_incrementally_and_abi
     assert ": 5 compile step(s)" in build(ext, "--torch", str(co)).stderr
     twice, once, _, _ = imported(tmp_path)
     assert int(twice) == 2 * int(once)
+    # issue 54: a torch header edited, then the extension's units compiled before the torch is built (against the
+    # installed header, the old one), then the torch: CMake's install gives the header its source's time, older
+    # than the extension's objects, so ninja calls them current; the header's content, recorded, does not
+    header.write_text(header.read_text().replace("long more(long);", "long more(long);\nlong again(long);"))
+    for unit in (ext / "extension_cpp/csrc").rglob("*.cpp"):
+        unit.write_text(unit.read_text() + "// touched\n")
+    assert ": 5 compile step(s)" in build(ext, "--torch", str(co)).stderr
+    build(co, "--cuda", "none")
+    installed = co / "minitorch" / "include" / "c10" / "core.h"
+    objects = list((ext / "build").rglob("*.o"))
+    assert "long again(long);" in installed.read_text()
+    assert objects and all(o.stat().st_mtime_ns > installed.stat().st_mtime_ns for o in objects)  # the clock lies
+    said = [build(ext, "--torch", str(co), flag).stdout for flag in ("--explain", "--dry-run")]
+    stale = build(ext, "--torch", str(co))
+    for text in (*said, stale.stderr):  # one verdict: --explain, --dry-run and the build take the same way
+        assert "verdict: in place" in text and "5 output(s) read a file whose content changed" in text, text
+    assert "ninja would run 5 step(s), 5 of them compile step(s)" in said[1], said[1]
+    assert "up to date" not in stale.stderr and ": 5 compile step(s)" in stale.stderr, stale.stderr
+    assert "content changed though its time says otherwise" in stale.stderr
 
     # the torch is protected: a resolution that would replace it fails naming it; a new commit of it still builds
     needs = tmp_path / "needs_old"

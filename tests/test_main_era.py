@@ -112,6 +112,28 @@ def test_main_builds_no_ops_loops_switches_and_makes_a_wheel_through_scikit_buil
 
 
 @pytest.mark.slow
+def test_main_configurations_of_two_pythons_coexist_each_importable_in_its_own_env(main_demo):
+    """Issue 54 (found on correctionlib): building for another Python moved the first Python's install out of its
+    env, and its import failed. A switch happens within one env; configurations of different envs coexist."""
+    co = main_demo
+    other = next(m for m in ("3.12", "3.11", "3.13") if m != env_python().parent.parent.name[2:] and has_python(m))
+    build(co, "--cuda", "none")
+    first = imported(co)
+    said = [build(co, "--cuda", "none", "--python", other, flag).stdout for flag in ("--explain", "--dry-run")]
+    second = build(co, "--cuda", "none", "--python", other)
+    assert f"py{other}-cpu-release built in" in second.stderr
+    for text in (*said, second.stderr):  # one verdict: --explain, --dry-run and the build say the same way
+        assert f"verdict: the whole way: no tree of py{other}-cpu-release yet" in text, text
+    assert imported(co) == first  # the first Python's env still imports its own build
+    theirs = Path(str(env_python()).replace(env_python().parent.parent.name, f"py{other}"))
+    them = subprocess.run([str(theirs), "-c", "import minitorch; print(minitorch.checksum())"], cwd=co.parent,
+                          capture_output=True, text=True)
+    assert them.returncode == 0 and them.stdout.strip() == first["checksum"], them.stderr
+    back = build(co, "--cuda", "none")
+    assert "restored the" in back.stderr and UP_TO_DATE in back.stderr and imported(co) == first
+
+
+@pytest.mark.slow
 @needs_nvcc
 def test_inv_demo_builds_main_with_cuda_and_runs_native_aot_stage_2_unless_turned_off(tmp_path, shared,  # noqa: F811
                                                                                       monkeypatch):

@@ -193,6 +193,19 @@ def test_matrix_builds_importable_wheels_and_shares_the_core(split_project):
     assert "all 2 sessions are up to date" in noop.output and "nox >" not in noop.output
     assert set((proj / "logs").rglob("*.log")) == logs and "up to date" in noop.stdout
 
+    # An edit in an ignored build-time clone (third_party/eigen, as PyTorch's): git status shows nothing, yet every
+    # session would run again (issue 54: "all sessions are up to date" served wheels without it); the content
+    # put back, they are up to date again, whatever the file's time says
+    eigen = checkout / "third_party" / "eigen" / "include" / "Eigen" / "Core"
+    original = eigen.read_bytes()
+    eigen.write_bytes(original + b"// an edit\n")
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=checkout, capture_output=True, text=True,
+                          check=True).stdout == ""
+    planned = inv("matrix", "--dry-run", root=proj, env=env, check=True).output
+    assert planned.count("runs again: what git does not see changed") == 2, planned
+    eigen.write_bytes(original)
+    assert "all 2 sessions are up to date" in inv("matrix", "--dry-run", root=proj, env=env, check=True).output
+
     # An uncommitted edit reaches every wheel, including the one built in the slot.
     init = checkout / "minitorch" / "__init__.py"
     init.write_text(init.read_text() + "EDITED = 'yes'\n")

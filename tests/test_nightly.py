@@ -217,6 +217,7 @@ def test_a_hostile_or_broken_nightly_is_refused_before_anything_is_written(serve
         assert not (tmp_path / "outside").exists() and not (co.parent.parent / "outside").exists()
         assert not (co / "minitorch" / "lib").exists() and not (co / "minitorch" / "version.py").exists()
         assert not any(cache.glob(f"minitorch-{FIRST}-*/*.whl"))  # never kept: the good index works next
+
     monkeypatch.setenv("TORCHBUILD_NIGHTLY_INDEX_URL", served["url"])
 
     # the user's own files where the nightly's go (git ignores them, no build of torchbuild's made them)
@@ -232,6 +233,26 @@ def test_a_hostile_or_broken_nightly_is_refused_before_anything_is_written(serve
     assert (kept / "minitorch/include/c10/core.h").read_text() == "// my notes\n"
     assert (kept / "minitorch/lib/libtorch.so").read_bytes() == b"from my own setup.py develop"
     assert notes.read_text() != "// my notes\n" and by_hand.read_bytes() != b"from my own setup.py develop"
+    assert git(co, "status", "--porcelain") == ""
+
+    # members outside the package's folder (issue 54): never written, though the checkout has those folders
+    def beside(dst, info, data):
+        dst.writestr(info, data)
+        if info.filename.endswith("version.py"):
+            for name in (".git/hooks/pre-commit", "c10/core/evil.cpp", "tools/evil.py"):
+                member = zipfile.ZipInfo(name)
+                member.external_attr = 0o755 << 16
+                dst.writestr(member, b"#!/bin/sh\necho evil\n")
+
+    altered(first, index / "beside" / "minitorch", beside)
+    monkeypatch.setenv("TORCHBUILD_NIGHTLY_INDEX_URL", served["url"] + "beside/")
+    monkeypatch.setenv("TORCHBUILD_PATHS_CACHE_DIR", str(tmp_path / "cache-beside"))  # this wheel, not the kept one
+    inv("nightly", "--path", str(co), "--cuda", "none", check=True)
+    (taken,) = (tmp_path / "cache-beside" / "nightly").rglob("*.whl")
+    assert "tools/evil.py" in zipfile.ZipFile(taken).namelist()
+    assert (co / "minitorch" / "version.py").exists()  # the package's own files are placed
+    for name in (".git/hooks/pre-commit", "c10/core/evil.cpp", "tools/evil.py"):
+        assert not (co / name).exists(), name
     assert git(co, "status", "--porcelain") == ""
 
 

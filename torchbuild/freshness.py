@@ -11,6 +11,7 @@ from pathlib import Path
 from . import __version__
 from .builder.plan import affects_configure
 from .builder.slots import SLOTS_ENV
+from .builder.verdict import unseen
 from .config import Config
 from .digest import digest
 from .errors import TorchbuildError
@@ -32,7 +33,8 @@ def fingerprint(cfg: Config, python: str, cuda: str, venv: Path | None, source: 
 def depends(cfg: Config, python: str, cuda: str, venv: Path | None, source: list[object],
             outputs: list[Path | None]) -> dict[str, str]:
     """What a session's result depends on, a hash for each part: the checkout's commit and changed files
-    (taken before the build), the settings, the configure variables, the tools on PATH, the CUDA toolkits,
+    (taken before the build), what its builds read that git does not see (by content: an ignored clone's
+    edit), the settings, the configure variables, the tools on PATH, the CUDA toolkits,
     the env's packages, and the wheels it made. Cheap (stats and two git calls): `inv matrix` checks it for
     every session before starting nox, so a matrix with nothing to do costs well under a second."""
     def ident(path: Path | str | None) -> list[object]:
@@ -55,7 +57,8 @@ def depends(cfg: Config, python: str, cuda: str, venv: Path | None, source: list
         torch: list[object] = [ident(w) for w in torch_wheels(cfg, python, cuda)] if cfg.build.torch else []
     except TorchbuildError:
         torch = ["missing"]
-    parts = {"the checkout": source, **({"the torch's wheels": torch} if torch else {}),
+    parts = {"the checkout": source, "what git does not see": unseen(cfg.source_path),
+             **({"the torch's wheels": torch} if torch else {}),
              "the settings": [__version__, python, cuda, repr(cfg.build), repr(cfg.cache), repr(cfg.toolchain),
                               cfg.matrix.split, str(cfg.source_path)],
              "the build variables": variables, "the tools on PATH": tools, "the CUDA toolkits": roots,

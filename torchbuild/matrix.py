@@ -106,7 +106,6 @@ def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: 
         env["VIRTUAL_ENV"] = str(venv)
         env["PATH"] = str(venv / "bin") + os.pathsep + env.get("PATH", "")
     name = session_name(python, cuda)
-    dist = cfg.root / "dist" / session_folder(python, cuda)
     source = worktree_state(cfg.source_path, True)  # before the build: an edit during it leaves the session stale
     start = time.monotonic()
     waits = {"queued": round(max(0.0, (started or time.time()) - float(env[STARTED])), 2)} if env.get(STARTED) else {}
@@ -117,36 +116,8 @@ def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: 
         record = dataclasses.replace(record, result="skipped", reason=reason)
         con.warn(f"{name}: skipped: {reason}")
     else:
-        own = dataclasses.replace(cfg, build=dataclasses.replace(cfg.build, torch=None))  # the env's torch: its wheel
-        request = dataclasses.replace(BuildRequest.resolve(own, wheel=True, dist=dist, force=force), cuda=cuda,
-                                      python=None if venv is not None else python)
-        split = cfg.matrix.split and split_supported(cfg.source_path)
         try:
-            against = install_torch(cfg, python, cuda, venv / "bin" / "python" if venv else Path(sys.executable))
-            core, core_waits = build_core(cfg, request, env, source, venv / "bin" / "python" if venv else None) \
-                if split else (None, {})
-            if split:
-                result = build_in_slot(cfg, dataclasses.replace(request, part="python"), env)
-            elif drives_cmake(cfg.source_path) and compiler_cache(cfg, venv, env):
-                result, core_waits = build_after_first(cfg, request, env, source)
-            else:
-                result = build_in_slot(cfg, request, env)
-            for what, seconds in (*core_waits.items(), ("checkout", result.waited_for_checkout),
-                                  ("job slot", result.waited_for_jobs)):
-                waits[what] = waits.get(what, 0.0) + seconds
-            record = dataclasses.replace(record, hits=result.hits, misses=result.misses, hit_rate=result.hit_rate,
-                                         wheel=str(result.wheel) if result.wheel else None,
-                                         path="split" if split else "one build",
-                                         profile=str((result.profile or {}).get("html") or ""))
-            if result.wheel is None:
-                raise TorchbuildError(f"the build left no wheel in {dist}", "look at the build log")
-            given = [*against, *([core] if core else [])]
-            smoke_import(Path(str(result.python)), result.wheel, result.package, given, split or bool(against))
-            record = dataclasses.replace(record, warning=wheels.manylinux_warning(result.wheel, given))
-            if record.warning:
-                con.warn(f"{name}: the wheel {record.warning}")
-            record = stamped(cfg, dataclasses.replace(record, core=str(core) if core else None), venv, source,
-                             [result.wheel, core])
+            record = build_session(cfg, record, force, venv, env, source, waits)
         except TorchbuildError as exc:
             record = dataclasses.replace(record, result="failed", reason=exc.message)
             con.error(f"{name}: {exc.message}", exc.hint)
@@ -162,6 +133,43 @@ def run_session(cfg: Config, python: str, cuda: str, force: bool = False, venv: 
                                  waits={k: round(v, 2) for k, v in waits.items() if v >= 0.05})
     write_summary(cfg.root / "dist" / SUMMARY, record)
     return record
+
+
+def build_session(cfg: Config, record: SessionRecord, force: bool, venv: Path | None, env: Mapping[str, str],
+                  source: list[object], waits: dict[str, float]) -> SessionRecord:
+    """The session's wheel (the split build's Python part against its core, or the whole build), imported in a
+    fresh env; the record stamped with what it depends on (`waits` gains what it waited for)."""
+    python, cuda = record.python, record.cuda
+    dist = cfg.root / "dist" / session_folder(python, cuda)
+    own = dataclasses.replace(cfg, build=dataclasses.replace(cfg.build, torch=None))  # the env's torch: its wheel
+    request = dataclasses.replace(BuildRequest.resolve(own, wheel=True, dist=dist, force=force), cuda=cuda,
+                                  python=None if venv is not None else python)
+    split = cfg.matrix.split and split_supported(cfg.source_path)
+    against = install_torch(cfg, python, cuda, venv / "bin" / "python" if venv else Path(sys.executable))
+    core, core_waits = build_core(cfg, request, env, source, venv / "bin" / "python" if venv else None) \
+        if split else (None, {})
+    if split:
+        result = build_in_slot(cfg, dataclasses.replace(request, part="python"), env)
+    elif drives_cmake(cfg.source_path) and compiler_cache(cfg, venv, env):
+        result, core_waits = build_after_first(cfg, request, env, source)
+    else:
+        result = build_in_slot(cfg, request, env)
+    for what, seconds in (*core_waits.items(), ("checkout", result.waited_for_checkout),
+                          ("job slot", result.waited_for_jobs)):
+        waits[what] = waits.get(what, 0.0) + seconds
+    record = dataclasses.replace(record, hits=result.hits, misses=result.misses, hit_rate=result.hit_rate,
+                                 wheel=str(result.wheel) if result.wheel else None,
+                                 path="split" if split else "one build",
+                                 profile=str((result.profile or {}).get("html") or ""))
+    if result.wheel is None:
+        raise TorchbuildError(f"the build left no wheel in {dist}", "look at the build log")
+    given = [*against, *([core] if core else [])]
+    smoke_import(Path(str(result.python)), result.wheel, result.package, given, split or bool(against))
+    record = dataclasses.replace(record, warning=wheels.manylinux_warning(result.wheel, given))
+    if record.warning:
+        _console.get().warn(f"{record.session}: the wheel {record.warning}")
+    return stamped(cfg, dataclasses.replace(record, core=str(core) if core else None), venv, source,
+                   [result.wheel, core])
 
 
 def budget(cfg: Config, pairs: list[tuple[str, str]]) -> tuple[int, str]:
@@ -199,12 +207,12 @@ def build_and_give_back(cfg: Config, request: BuildRequest, env: Mapping[str, st
     checkout = cfg.source_path
     held = read_marker(checkout / "build")
     outcome = build(cfg, request, env)
-    if held and held.get("key") and outcome.result is not None:
+    if held and outcome.result is not None:
         with build_lock(checkout):
             now = read_marker(checkout / "build")
-            back = activate_tree(checkout, str(held["key"])) if now and now.get("key") == outcome.result.key else None
+            back = activate_tree(checkout, held.key) if now and now.key == outcome.result.key else None
         if back:
-            _console.get().info(f"gave the checkout back to {held['key']}: {back}")
+            _console.get().info(f"gave the checkout back to {held.key}: {back}")
     return outcome
 
 

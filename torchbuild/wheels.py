@@ -25,6 +25,35 @@ def env_paths(python: Path) -> dict[str, str]:
     return dict(json.loads(run([str(python), "-c", SCHEME], capture=True, echo=False).stdout.strip().splitlines()[-1]))
 
 
+def record_rows(record: Path) -> list[list[str]]:
+    """An installed distribution's RECORD, row by row (path, hash, size), read as CSV as pip reads it: a path
+    holding a comma is quoted there. [] without a readable one. The one reader of RECORD files."""
+    import csv
+
+    try:
+        text = record.read_text(errors="replace")
+    except OSError:
+        return []
+    return [row for row in csv.reader(text.splitlines()) if row and row[0]]
+
+
+def record_paths(record: Path) -> list[str]:
+    """The paths a RECORD lists, relative to its site-packages."""
+    return [row[0] for row in record_rows(record)]
+
+
+def write_record(record: Path, rows: Sequence[Sequence[str]]) -> None:
+    """A RECORD written whole (to a temporary file first), as CSV, as pip writes it."""
+    import csv
+    import io
+
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    temp = record.with_name(f".{record.name}.torchbuild")
+    temp.write_text(out.getvalue())
+    temp.replace(record)
+
+
 def requires(metadata: str) -> tuple[str, ...]:
     """A wheel's METADATA's Requires-Dist, those of extras left out."""
     return tuple(m.strip() for m in re.findall(r"^Requires-Dist:\s*(.+)$", metadata, re.M) if "extra ==" not in m)
@@ -100,11 +129,9 @@ def uninstall(site: Path, project: str, prefix: Path) -> None:
     for info in site.glob("*.dist-info"):
         if normalize(info.name[: -len(".dist-info")].split("-")[0]) != normalize(project):
             continue
-        record = info / "RECORD"
-        rows = record.read_text().splitlines() if record.exists() else []
         folders = set()
-        for row in rows:
-            target = Path(os.path.abspath(site / row.rsplit(",", 2)[0]))
+        for name in record_paths(info / "RECORD"):
+            target = Path(os.path.abspath(site / name))
             if target.is_relative_to(prefix) and target.is_file():
                 target.unlink()
                 folders.add(target.parent)

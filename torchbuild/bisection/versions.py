@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..builder.ownership import moves
 from ..errors import TorchbuildError
 from ..run import run
 from .worktree import diff
@@ -79,9 +80,4 @@ def drop_bytecode(tree: Path, version_file: str | None, before: str | None, comm
     manifest = tree / "build" / "install_manifest.txt"
     installed = manifest.read_text(errors="replace").splitlines() if manifest.is_file() else []
     sources += [Path(p) for p in [version_file, *installed] if p and p.endswith(".py")]
-    dropped = 0
-    for source in sources:
-        for cached in source.parent.glob(f"__pycache__/{source.stem}.*.pyc"):
-            cached.unlink(missing_ok=True)
-            dropped += 1
-    return dropped
+    return moves.drop_bytecode(sources)

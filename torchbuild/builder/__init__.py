@@ -20,6 +20,7 @@ from typing import Mapping
 from .. import console as _console
 from ..config import Config
 from ..errors import TorchbuildError
+from ..run import format_command
 from . import against
 from .execute import BuildResult, execute
 from .explain import confirmed, could_take, explain
@@ -27,6 +28,7 @@ from .facts import BuildFacts, gather
 from .ownership.trees import clean
 from .plan import Plan, describe, make_plan
 from .request import BuildRequest
+from .verdict import Verdict, Way, decide
 
 __all__ = ["BuildFacts", "BuildRequest", "BuildResult", "Outcome", "Plan", "build", "clean", "describe", "gather",
            "make_plan", "report"]
@@ -44,20 +46,20 @@ def build(cfg: Config, request: BuildRequest, base_env: Mapping[str, str]) -> Ou
     facts = gather(cfg, request, base_env)
     plan = make_plan(cfg, request, facts, base_env)
     con.info(f"environment: {plan.env.python} (Python {plan.env.version}; {plan.env.reason})")
-    con.info(f"build driver: {plan.driver}")
+    con.info(f"build driver: {plan.driver.describe() if plan.driver else 'unknown'}")
     for note in plan.notes:
         con.info(note)
     if request.explain:
-        for line in explain(plan, base_env, request.shortcut)[0]:
+        for line in explain(plan, base_env, request)[0]:
             con.result(line)
         return Outcome(plan, None)
     if not request.dry_run and asking(request) and could_take(plan, cfg.build.confirm_over):
-        lines, wall = explain(plan, base_env, request.shortcut)
+        lines, wall = explain(plan, base_env, request)
         if not confirmed(lines, wall, cfg.build.confirm_over):
             raise TorchbuildError(f"not building {plan.key}: not confirmed", "run it again and answer y, pass "
                                   "--yes, or raise build.confirm_over")
     if request.dry_run:
-        for line in describe(plan, base_env):
+        for line in [*describe(plan, base_env), *described(plan, decide(plan, request, base_env), base_env)]:
             con.result(line)
         return Outcome(plan, None)
     with con.timed(f"build {plan.key}"):
@@ -69,7 +71,6 @@ def build(cfg: Config, request: BuildRequest, base_env: Mapping[str, str]) -> Ou
 def after_build(plan: Plan, up_to_date: bool) -> None:
     """What a finished build owes the stack around torch (against.py): a CUDA extension's device code is
     checked, up to date or not (its label is the truth); a torch just built into a managed env is pinned there."""
-    from .drivers import detect
     from .ownership.records import env_recorded, read_marker, recorded_outputs
 
     if plan.torch_folder is not None and plan.toolkit is not None:
@@ -84,10 +85,24 @@ def after_build(plan: Plan, up_to_date: bool) -> None:
                 "set (many decide by torch.cuda.is_available() alone, false without a GPU)",
                 "build it for CPU with --cuda none, or make its setup.py build the CUDA sources where CUDA_HOME "
                 "is set (TORCH_CUDA_ARCH_LIST names the archs)")
-    if plan.env.name is not None and not plan.wheel and not up_to_date and detect(plan.checkout).pytorch():
+    if plan.env.name is not None and not plan.wheel and not up_to_date and plan.driver and plan.driver.pytorch():
         dist = against.installed_dist(plan.env.prefix, plan.checkout)
         if dist:
             against.protect(plan.env.python, *dist)
+
+
+def described(plan: Plan, verdict: Verdict, base_env: Mapping[str, str]) -> list[str]:
+    """The verdict as `--dry-run` prints it: the way, why, and the commands the build would run."""
+    from .shortcut import with_jobs
+
+    compiles = verdict.compiles()
+    lines = [verdict.headline(), *verdict.said]
+    if compiles is not None and verdict.way is not Way.UP_TO_DATE:
+        lines.append(f"ninja would run {len(verdict.steps())} step(s), {compiles} of them compile step(s)")
+    argvs = [with_jobs(list(c.argv), plan.changes) if verdict.quick else list(c.argv) for c in verdict.commands]
+    lines += [f"would run:   (cd {c.cwd} && {format_command(argv, base_env, {})})"
+              for c, argv in zip(verdict.commands, argvs)]
+    return lines
 
 
 def asking(request: BuildRequest) -> bool:

@@ -81,13 +81,11 @@ def configuration(torch: str | Path, env: Mapping[str, str]) -> TorchConfigurati
                               "nor cmake/EnvVarForwarding.cmake)", "pass the PyTorch checkout torchbuild builds, "
                               "or leave --torch out to build against the env's own torch")
     marker = read_marker(checkout / "build") if (checkout / "build").is_dir() else None
-    key = str(marker.get("key")) if marker else ""
+    key = marker.key if marker else ""
     found = KEY.fullmatch(key)
-    configure = marker.get("configure") if marker else None
-    configure = configure if isinstance(configure, dict) else {}
+    configure = marker.configure if marker else {}
     python = configure.get("python")
-    if not marker or not marker.get("done") or not found or not python or key.startswith("core-") \
-            or marker.get("wheel"):
+    if not marker or not marker.done or not found or not python or key.startswith("core-") or marker.wheel:
         raise TorchbuildError(f"--torch {torch}: {checkout} holds no complete develop build"
                               + (f" (its tree is {key})" if key else ""),
                               f"build it first: `torchbuild build --path {checkout}` (with the Python, CUDA and build "
@@ -128,26 +126,32 @@ def exported(libs: Iterable[Path], kept: Mapping[str, object]) -> dict[str, obje
     return out
 
 
-def pending(tree: Path, torch_folder: Path | None) -> list[str]:
+def relinks(tree: Path, torch_folder: Path | None) -> tuple[list[str], tuple[Path, dict[str, object]] | None]:
     """Why the extension's binaries must be linked again for the torch it builds against, in ninja's words
-    (none: its libraries export what they exported at the last build). The symbols are kept in the tree as read
-    now: a build that then fails leaves its record unfinished, which builds again anyway."""
+    (none: its libraries export what they exported at the last build), and the exports as read now, which the
+    build keeps in the tree (`keep_symbols`; a build that then fails leaves its record unfinished, which builds
+    again anyway)."""
     if torch_folder is None:
-        return []
+        return [], None
     kept_file = tree / SYMBOLS
     try:
         kept = json.loads(kept_file.read_text())
     except (OSError, ValueError):
         kept = None
     now = exported(libraries(torch_folder), kept if isinstance(kept, dict) else {})
-    if kept != now:
-        tree.mkdir(parents=True, exist_ok=True)
-        kept_file.write_text(json.dumps(now, indent=1))
+    keep = (kept_file, now) if kept != now else None
     if not isinstance(kept, dict):
-        return []  # the first build against it: nothing to compare with (the record says whether it finished)
+        return [], keep  # the first build against it: nothing to compare with (the record says whether it finished)
     changed = sorted(name for name in {*kept, *now} if symbols(kept.get(name)) != symbols(now.get(name)))
     return [f"ninja explain: {torch_folder / 'lib' / name} (torch) exports other symbols than at the last build: "
-            "the extension links again" for name in changed]
+            "the extension links again" for name in changed], keep
+
+
+def keep_symbols(kept: tuple[Path, Mapping[str, object]] | None) -> None:
+    """Keep the torch's exports in the extension's tree, for the next build's relink check."""
+    if kept is not None:
+        kept[0].parent.mkdir(parents=True, exist_ok=True)
+        kept[0].write_text(json.dumps(kept[1], indent=1))
 
 
 def symbols(entry: object) -> object:

@@ -1,10 +1,10 @@
-"""Running a plan: lock, swap in the tree (with its files in the checkout), reconfigure on change,
-skip when up to date, build with a progress line and a log, record the files the build put into the
-checkout, count the compiler cache's hits.
+"""Running a plan: lock, swap in the tree (with its files in the checkout), ask the one verdict (verdict.py),
+do what it says (a configure from scratch, objects whose inputs changed by content, the commands), apply a
+known remedy once, then record what the build owns, what it read (its evidence) and where its time went.
 
-Within a tree, a changed configure environment (flags, arch list, compiler, launchers) or
-CMAKE_FRESH deletes CMakeCache.txt, which makes PyTorch's setup.py reconfigure (it otherwise keeps
-the first options forever; the 2.9+ setup.py pops CMAKE_FRESH before reading it).
+Within a tree, a changed configure environment (flags, arch list, compiler, launchers) or CMAKE_FRESH
+deletes CMakeCache.txt, which makes PyTorch's setup.py reconfigure (it otherwise keeps the first options
+forever; the 2.9+ setup.py pops CMAKE_FRESH before reading it).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Callable, Mapping
+from typing import IO, Callable, Mapping, Sequence
 
 from .. import console as _console
 from .. import usage
@@ -23,44 +23,24 @@ from ..errors import BuildFailed, CommandError
 from ..progress import Tracker
 from ..run import format_command, merged_env, run
 from ..toolchain import linkers
-from . import against, inplace, pools, profile, record, shortcut
+from . import against, evidence, inplace, pools, profile, record, shortcut
 from .budget import job_slots, shim_waits
 from .cachestats import miss_reasons, parse_sccache_stats, parse_stats_log
 from .explain import remember
 from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
 from .linkertrial import linker_trial
 from .ownership import channels, cmaketrees, moves
-from .ownership.changes import (
-    compiler_environment,
-    edited_meanwhile,
-    source_folders,
-    sources_added,
-    worktree,
-)
-from .ownership.records import (
-    configure_changes,
-    configured_trees,
-    kept_wheel,
-    read_marker,
-    recorded_outputs,
-    write_marker,
-)
+from .ownership.changes import edited_meanwhile, recompile_all, source_folders
+from .ownership.records import Record, kept_wheel, read_marker, stat_of, wheel_id, write_marker
 from .ownership.trees import activate_tree, build_lock, remove_tree
-from .ownership.uptodate import (
-    env_files,
-    env_install_dir,
-    installed,
-    nothing_to_do,
-    pending,
-    stamp_parts,
-    why_whole_way,
-)
-from .plan import Plan, affects_configure, package_name
+from .ownership.uptodate import env_files, stamp_parts
+from .plan import Plan, package_name
 from .request import BuildRequest
-from .shortcut import off_graph, version_of, whole_way, with_jobs
+from .shortcut import version_of, with_jobs
 from .split import place_core
+from .verdict import TRUE, Command, State, Verdict, Way, decide_tree, read_state, whole_commands, with_remedies
 
-TRUE = ("1", "on", "true", "yes", "y")
+__all__ = ["TRUE", "BuildResult", "execute", "newest_wheel", "with_remedies"]
 
 
 @dataclass
@@ -79,6 +59,7 @@ class BuildResult:
     waited_for_jobs: float = 0.0  # seconds waiting for a job slot of `inv matrix`'s shared budget
     waited_for_checkout: float = 0.0  # seconds waiting for another build in the same checkout
     profile: dict[str, object] | None = None  # where the time went (profile.py)
+    verdict: Verdict | None = None  # what the build decided to do (verdict.py)
 
     @property
     def hit_rate(self) -> float | None:
@@ -87,244 +68,306 @@ class BuildResult:
 
 
 def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> BuildResult:
-    """Run the plan: lock, swap in the tree, build with progress and a log; apply a known remedy once."""
-    con = _console.get()
-    checkout = plan.checkout
+    """Run the plan: lock, swap in the tree, do what the verdict says with progress and a log; apply a known
+    remedy once."""
     start = time.monotonic()
-    timeline = profile.Timeline()
     result = BuildResult(plan.key, 0.0, log=plan.log, python=plan.env.python, package=plan.package)
     asked = time.monotonic()
-    with build_lock(checkout):  # setup.py builds in the checkout's build/: one build at a time
+    with build_lock(plan.checkout):  # setup.py builds in the checkout's build/: one build at a time
         result.waited_for_checkout = time.monotonic() - asked
-        stopped = stop_leftovers(checkout)
-        if stopped:
-            con.warn(f"stopped {stopped} process(es) still running from a build of {checkout} that was killed "
-                     "(kill -9) before it could stop them")
-        if opts.clean:
-            remove_tree(checkout, plan.key)
-        previous = read_marker(checkout / "build") if (checkout / "build").exists() else None
-        importable = str(previous["key"]) if previous and previous.get("key") != plan.key else None
-        swapped = activate_tree(checkout, plan.key)
-        if swapped:
-            con.info(swapped)
-        build = checkout / "build"
-        marker = read_marker(build) if build.exists() else None
-        remedies: dict[str, str] = dict(marker.get("remedies") or {}) if marker else {}  # type: ignore[call-overload]
-        plan = with_remedies(plan, remedies)
-        files, configured = recorded_outputs(marker), configured_trees(marker)
-        trees = cmaketrees.found(checkout, build, configured)
-        changed = configure_changes(marker.get("configure") if marker else None, plan.configure)  # type: ignore[arg-type]
-        changed += cmaketrees.moved(trees, checkout)
-        fresh = merged_env(base_env, plan.changes).get("CMAKE_FRESH", "").lower() in TRUE  # from any source
-        recompiled = compiler_environment(marker.get("configure") if marker else None, plan.configure, trees)  # type: ignore[arg-type]
-        if recompiled:
-            con.info(recompiled)
-        if (changed or fresh) and cmaketrees.forget(trees):
-            con.info("CMAKE_FRESH=1: a fresh CMake configure" if fresh and not changed else
-                     "configuration changed, reconfiguring: " + "; ".join(changed[:4])
-                     + (f" (+{len(changed) - 4} more)" if len(changed) > 4 else ""))
-        parts = stamp_parts(plan)
-        stamp = digest(parts)
-        kept = kept_wheel(marker) if plan.wheel else None
-        placed, serves = channels.in_place(checkout, files), kept is not None if plan.wheel else installed(plan, marker)
-        added = sources_added(checkout, marker.get("folders")) if marker else None
-        committed, crossing, pip_record = shortcut.crossing(plan, marker, parts, files) if marker and opts.shortcut \
-            else ([], "", None)
-        same = not (opts.clean or opts.rerun or changed or fresh) and marker is not None \
-            and (marker.get("done") == stamp or crossing is None) and placed and serves and added is None
-        if not same and marker is not None and not (opts.clean or opts.rerun or changed or fresh):
-            con.info(f"the whole way: {added or crossing or why_whole_way(marker, parts, placed, serves)}")
-        elif same and crossing is None:
-            marker = dict(shortcut.with_commits(checkout, marker, committed))  # type: ignore[arg-type]
-            con.info(f"a build of another commit: the {len(committed)} file(s) the commits changed are checked as "
-                     "edits are")
-        by_depfiles = same and not trees and bool(plan.in_place)  # setuptools compiles: its objects' depfiles
-        explained, work = inplace.pending(checkout, plan, base_env) if by_depfiles else \
-            (pending(trees, plan, base_env) if same else None, "ninja has no work")
-        relink = against.pending(build, plan.torch_folder)  # the torch's libraries export other symbols
-        for line in relink[:1]:
-            con.info(line.removeprefix("ninja explain: "))
-        explained = None if explained is None else explained + relink
-        tree = worktree(checkout) if not plan.wheel and (checkout / ".git").exists() else None
-        edited = off_graph(marker, tree, plan.package, files) if same and marker and tree is not None else None
-        if same and edited is None and nothing_to_do(explained) and crossing == "":
-            what = f"the wheel {kept.name}" if kept else "the install"
-            con.info(f"up to date: {work}, the inputs, the {len(files)} file(s) in the checkout and "
-                     f"{what} are this configuration's; nothing was run (--rerun runs the build command anyway)")
-            result.seconds = time.monotonic() - start
-            result.up_to_date = True
-            result.wheel = kept
+        importable = switch_in(plan, opts)
+        state = read_state(plan)
+        plan = with_remedies(plan, state.remedies)
+        verdict = decide_tree(plan, state, opts, base_env)
+        result.verdict = verdict
+        prepare(verdict)
+        if verdict.way is Way.UP_TO_DATE:
+            result.seconds, result.up_to_date = time.monotonic() - start, True
+            result.wheel = kept_wheel(state.marker) if plan.wheel else None
             return result
-        full = merged_env(base_env, plan.changes)
+        Run(plan, opts, base_env, state, verdict, importable, start, result).go()
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def switch_in(plan: Plan, opts: BuildRequest) -> str | None:
+    """Stop what a killed build left running, drop the tree for --clean, and put the configuration's tree at
+    build/ (a switch); the configuration build/ held before, where it was another (it comes back on failure)."""
+    con = _console.get()
+    checkout = plan.checkout
+    stopped = stop_leftovers(checkout)
+    if stopped:
+        con.warn(f"stopped {stopped} process(es) still running from a build of {checkout} that was killed "
+                 "(kill -9) before it could stop them")
+    if opts.clean:
+        remove_tree(checkout, plan.key)
+    previous = read_marker(checkout / "build") if (checkout / "build").exists() else None
+    swapped = activate_tree(checkout, plan.key, plan.env.prefix)
+    if swapped:
+        con.info(swapped)
+    return previous.key if previous and previous.key != plan.key else None
+
+
+def prepare(verdict: Verdict) -> None:
+    """Say the verdict, and do what must come before its commands: CMake's files of trees configured for
+    another checkout, a configure from scratch, every object where the compiler's environment changed, the
+    outputs whose inputs changed by content, the torch's exports kept."""
+    con = _console.get()
+    for line in verdict.said:
+        con.info(line)
+    con.info(verdict.headline())
+    cmaketrees.start_over(verdict.moved)
+    recompile_all(verdict.recompile)
+    cmaketrees.forget(verdict.forget)
+    for output in verdict.stale:
+        output.unlink(missing_ok=True)
+    against.keep_symbols(verdict.symbols)
+
+
+class Run:
+    """One build command's run (or the shortcut's commands), with its log, progress, a remedy's second
+    attempt, and its record."""
+
+    def __init__(self, plan: Plan, opts: BuildRequest, base_env: Mapping[str, str], state: State,
+                 verdict: Verdict, importable: str | None, start: float, result: BuildResult) -> None:
+        self.plan, self.opts, self.base_env, self.state, self.verdict = plan, opts, base_env, state, verdict
+        self.importable, self.start, self.result = importable, start, result
+        self.remedies: dict[str, str] = dict(state.remedies)
+        self.commands: tuple[Command, ...] = verdict.commands
+        self.parts = state.parts
+        self.configured = list(state.configured)
+        self.tracker, self.timeline, self.unused = Tracker(), profile.Timeline(), UnusedVariables()
+        self.build = plan.checkout / "build"
+
+    def go(self) -> None:
+        self.pool()
+        self.before()
+        logged = profile.logs_of([self.build, *self.state.trees])
+        probed = record.start(self.plan, self.base_env)
+        plan = self.plan
+        jobs = f"MAX_JOBS={plan.changes['MAX_JOBS']}" if plan.changes.get("MAX_JOBS") else "the jobserver's jobs"
+        _console.get().info(f"building {plan.key} with {jobs}; log: {plan.log}")
+        running = mark_running(plan.checkout)
+        command_start = time.time()
+        with open(plan.log, "w", buffering=1) as log, usage.Watch(interval=0.5) as watch, \
+                moves.python_side_kept(plan.checkout, self.state.files if plan.wheel else {}):  # line-buffered
+            for attempt in (1, 2):
+                if self.attempt(attempt, log, running, probed, command_start):
+                    break
+            self.installed_again(logged, command_start, log)
+        _console.get().clear_progress()
+        self.finish(logged, probed, command_start, time.time(), watch.peak)
+
+    def pool(self) -> None:
+        """Job pools for the heavy units (pools.py), where the build passes CMAKE_* variables on to CMake."""
+        plan = self.plan
+        full = merged_env(self.base_env, plan.changes)
         if plan.forwards_cmake and not full.get("CMAKE_PROJECT_INCLUDE"):  # the user's own include: no pool
             cmake = linkers.cmake_version(plan.env.prefix, full, plan.linker_memory)
-            pooled, said = pools.pool_changes(checkout, plan.key, plan.changes, plan.memory, trees, cmake)
-            plan = replace(plan, changes=pooled)
+            pooled, said = pools.pool_changes(plan.checkout, plan.key, plan.changes, plan.memory,
+                                              list(self.state.trees), cmake)
+            self.plan = replace(plan, changes=pooled)
             if said:
-                con.info(said)
-        quick, quick_in = None, build
-        if same and tree is not None and opts.shortcut and marker is not None and plan.in_place \
-                and inplace.thrown_away(trees, checkout):
-            why = inplace.refusal(checkout, marker, tree, files)
-            quick, quick_in = ([list(plan.in_place)] if why is None else None), checkout
-            step = ("setup.py " if "setup.py" in plan.in_place else "setuptools.setup() ") + \
-                " ".join(plan.in_place[plan.in_place.index("build_ext"):])
-            con.info(f"its editable build works in a temporary build_temp: `{step}`"
-                     ", setuptools' in-place build, keeps the tree, without pip (--rerun goes the whole way)"
-                     if quick else f"the whole way through pip: {why}")
-        elif same and tree is not None and opts.shortcut and marker is not None and not plan.changes.get(
-                "BUILD_PYTHON_ONLY"):
-            into = env_install_dir(plan)
-            why = "the editable install is not in the env" if plan.env_install and into is None else \
-                whole_way(checkout, build, plan.package, marker, explained, tree, files, into)
-            quick = shortcut.commands(build, merged_env(base_env, plan.changes), into,
-                                      bool(plan.env_install and plan.env_install[1])) if why is None else None
-            con.info(f"only files ninja builds from changed since the last build: "
-                     f"{' then '.join('`cmake ' + ' '.join(q[1:]) + '`' for q in quick)} in build/, as "
-                     f"{'scikit-build-core' if into else 'setup.py'} runs it, without pip (--rerun goes the whole way)"
-                     if quick else
-                     f"the whole way through {'pip' if plan.outputs_in_env or not plan.forwards_cmake else 'setup.py'}"
-                     ": "
-                     f"{why or 'no cmake on the PATH'}")
-        elif edited:
-            con.info(f"the whole way: {edited}")
-        build.mkdir(exist_ok=True)  # the tree is this configuration's from now on, even if interrupted
-        write_marker(build, plan.key, plan.configure, None, remedies, files=files, trees=configured)
+                _console.get().info(said)
+
+    def before(self) -> None:
+        """The tree is this configuration's from now on (unfinished until the build ends), and the folders the
+        build writes into exist."""
+        plan, state = self.plan, self.state
+        self.build.mkdir(exist_ok=True)
+        write_marker(self.build, self.unfinished(state.files, self.configured))
         if plan.changes.get("BUILD_PYTHON_ONLY") == "1":
-            con.info(f"the Python part links against the core: {place_core(plan)} of its libraries in "
-                     f"{checkout / plan.package / 'lib'} (LIBTORCH_LIB_PATH)")
+            _console.get().info(f"the Python part links against the core: {place_core(plan)} of its libraries in "
+                                f"{plan.checkout / plan.package / 'lib'} (LIBTORCH_LIB_PATH)")
         plan.log.parent.mkdir(parents=True, exist_ok=True)
         if plan.dist:
             plan.dist.mkdir(parents=True, exist_ok=True)
-        wheels_before = set(plan.dist.glob("*.whl")) if plan.dist else set()
+        self.wheels_before = set(plan.dist.glob("*.whl")) if plan.dist else set()
         for var in ("DISTCC_DIR", "SCCACHE_DIR"):
             if plan.changes.get(var):
                 Path(str(plan.changes[var])).mkdir(parents=True, exist_ok=True)
-        sccache = plan.launcher if plan.launcher and Path(plan.launcher).name.startswith("sccache") else None
-        if sccache:  # a server started for another cache dir would serve this build: start ours, zeroed
-            run([sccache, "--stop-server"], env=plan.changes, base_env=base_env, capture=True, echo=False,
-                check=False)
-        tracker = Tracker()
-        unused = UnusedVariables()
-        logged = profile.logs_of([build, *trees])
-        probed = record.start(plan, base_env)
-        jobs = f"MAX_JOBS={plan.changes['MAX_JOBS']}" if plan.changes.get("MAX_JOBS") else "the jobserver's jobs"
-        con.info(f"building {plan.key} with {jobs}; log: {plan.log}")
-        running = mark_running(checkout)
-        command_start = time.time()
-        with open(plan.log, "w", buffering=1) as log, usage.Watch(interval=0.5) as watch, \
-                moves.python_side_kept(checkout, files if plan.wheel else {}):  # line-buffered
-            for attempt in (1, 2):
-                log.flush()
-                since = plan.log.stat().st_size  # the log holds every attempt: what failed is this one's
-                if attempt == 2:
-                    tracker.new_attempt()
-                    timeline.new_attempt()
-                try:
-                    try:
-                        with job_slots(plan) as (changes, waited):
-                            result.waited_for_jobs += waited
-                            for argv, cwd in [*([(with_jobs(q, changes), quick_in) for q in quick] if quick else
-                                                [(list(plan.command), checkout)]),
-                                              *([(list(plan.after), checkout)] if plan.after and not quick else [])]:
-                                log.write(format_command(argv, base_env, plan.changes, cwd) + "\n")
-                                run(argv, cwd=cwd, env={**changes, BUILD_ID: running}, base_env=base_env,
-                                    echo=opts.verbose, on_line=_show(tracker, opts.verbose, log, timeline, unused),
-                                    log=log)
-                    finally:
-                        result.waited_for_jobs += shim_waits(plan)
-                    break
-                except CommandError as exc:
-                    con.clear_progress()
-                    found = diagnose(_log_tail(plan.log, since), int(plan.changes.get("MAX_JOBS") or 1))
-                    new = [d for d in found if d.has_remedy and not _applied(d, remedies)]
-                    if attempt == 1 and new:
-                        quick = None  # a remedy may reconfigure: the whole way
-                        failed = [checkout / t for t in channels.cmake_trees(checkout, _log_tail(plan.log, since))]
-                        remedies = _apply_remedies(new, remedies, [*trees, *failed, *cmaketrees.since(
-                            checkout, command_start)], log)
-                        plan = with_remedies(plan, remedies)
-                        parts = stamp_parts(plan)  # the remedy is part of this tree's inputs from now on
-                        stamp = digest(parts)
-                        write_marker(build, plan.key, plan.configure, None, remedies, files=files, trees=configured)
-                        continue
-                    # what the failed build made in the checkout is this tree's too (a switch moves it out)
-                    log.flush()
-                    failed_files, configured = channels.claimed(checkout, build, plan.log, files, configured,
-                                                             plan.changes.get("PATH"))
-                    write_marker(build, plan.key, plan.configure, None, remedies, files=failed_files, trees=configured)
-                    if importable:  # the configuration that was importable before this build comes back
-                        con.info(activate_tree(checkout, importable) or "")
-                    _fail(plan, tracker, found, exc.returncode, probed, time.monotonic() - start, remedies,
-                          with_jobs(quick[0], plan.changes) if quick else None, importable, opts.again())
-            if quick and len(quick) > 1:  # CMake's install into the env, after its build: what it skipped
-                remade = profile.steps_since(logged, trees, command_start)
-                stale = channels.skipped_installs(_log_tail(plan.log), remade)
-                if stale:
-                    con.info(f"CMake's install called {stale[0]} up to date though the build remade it (the copies "
-                             f"were under a second apart, and strip stamped the old one): installed again")
-                    for path in stale:
-                        path.unlink(missing_ok=True)
-                    run(quick[-1], cwd=quick_in, env=plan.changes, base_env=base_env, echo=opts.verbose, log=log)
-        con.clear_progress()
-        command_end = time.time()
-        written = version_of(checkout / plan.package / "version.py") if quick and crossing is None else None
-        if pip_record and written:
-            shortcut.restamp(pip_record, written)  # pip's record says the version the build wrote, as pip would
-        typos = sorted({*unused.given([*dict(opts.sets), *base_env]), *never_read(checkout, dict(opts.sets))})
-        if typos:
-            con.warn(f"CMake did not use {', '.join(typos)}: no option of the project has that name (misspelt?); "
-                     f"the build went on without it (CMake's warning, where it gave one, is in {plan.log})")
-        finished(checkout)
-        made = newest_wheel(plan.dist, wheels_before) if plan.dist else None
-        owned, configured = channels.claimed(checkout, build, plan.log, files, configured, plan.changes.get("PATH"))
-        files = dict(owned)
-        trees = cmaketrees.found(checkout, build, configured)  # the ones this build configured too
-        raced = edited_meanwhile(checkout, tree, files, trees)
-        write_marker(build, plan.key, plan.configure, None if raced or (plan.wheel and not made) else stamp,
-                     remedies, made, files, tree, env_files(plan) if plan.outputs_in_env else None, plan.env.prefix,
-                     configured, parts, source_folders(checkout, trees))
+        if self.sccache:  # a server started for another cache dir would serve this build: start ours, zeroed
+            run([self.sccache, "--stop-server"], env=plan.changes, base_env=self.base_env, capture=True,
+                echo=False, check=False)
+
+    @property
+    def sccache(self) -> str | None:
+        launcher = self.plan.launcher
+        return launcher if launcher and Path(launcher).name.startswith("sccache") else None
+
+    def attempt(self, attempt: int, log: IO[str], running: str, probed: Future[dict[str, object]],
+                command_start: float) -> bool:
+        """Run the commands once; True when they succeeded, False to try again with a remedy (else raises)."""
+        log.flush()
+        since = self.plan.log.stat().st_size  # the log holds every attempt: what failed is this one's
+        if attempt == 2:
+            self.tracker.new_attempt()
+            self.timeline.new_attempt()
+        try:
+            self.run_commands(log, running)
+            return True
+        except CommandError as exc:
+            _console.get().clear_progress()
+            found = diagnose(_log_tail(self.plan.log, since), int(self.plan.changes.get("MAX_JOBS") or 1))
+            new = [d for d in found if d.has_remedy and not _applied(d, self.remedies)]
+            if attempt == 1 and new:
+                self.remedy(new, since, command_start, log)
+                return False
+            log.flush()
+            self.failed(found, exc.returncode, probed)
+            raise AssertionError("unreachable") from None  # failed() raises
+
+    def run_commands(self, log: IO[str], running: str) -> None:
+        plan = self.plan
+        try:
+            with job_slots(plan) as (changes, waited):
+                self.result.waited_for_jobs += waited
+                for command in self.commands:
+                    argv = with_jobs(list(command.argv), changes) if self.quick else list(command.argv)
+                    log.write(format_command(argv, self.base_env, plan.changes, command.cwd) + "\n")
+                    run(argv, cwd=command.cwd, env={**changes, BUILD_ID: running}, base_env=self.base_env,
+                        echo=self.opts.verbose,
+                        on_line=_show(self.tracker, self.opts.verbose, log, self.timeline, self.unused), log=log)
+        finally:
+            self.result.waited_for_jobs += shim_waits(plan)
+
+    @property
+    def quick(self) -> bool:
+        return self.verdict.quick and self.commands == self.verdict.commands
+
+    def remedy(self, new: list[Diagnosis], since: int, command_start: float, log: IO[str]) -> None:
+        """A known failure's remedy, then the whole way (a remedy may reconfigure)."""
+        checkout = self.plan.checkout
+        failed = [checkout / t for t in channels.cmake_trees(checkout, _log_tail(self.plan.log, since))]
+        self.remedies = _apply_remedies(new, self.remedies, [*self.state.trees, *failed, *cmaketrees.since(
+            checkout, command_start)], log)
+        self.plan = with_remedies(self.plan, self.remedies)
+        self.parts = stamp_parts(self.plan)  # the remedy is part of this tree's inputs from now on
+        self.commands = whole_commands(self.plan)
+        write_marker(self.build, self.unfinished(self.state.files, self.configured))
+
+    def failed(self, found: list[Diagnosis], code: int, probed: Future[dict[str, object]]) -> None:
+        """What the failed build made in the checkout is this tree's too (a switch moves it out); the
+        configuration importable before comes back; raise with what failed."""
+        plan = self.plan
+        failed_files, configured = channels.claimed(plan.checkout, self.build, plan.log, self.state.files,
+                                                    self.configured, plan.changes.get("PATH"))
+        write_marker(self.build, self.unfinished(failed_files, configured))
+        back = activate_tree(plan.checkout, self.importable) if self.importable else None
+        if back:
+            _console.get().info(back)
+        _fail(plan, self.tracker, found, code, probed, time.monotonic() - self.start, self.remedies,
+              with_jobs(list(self.commands[0].argv), plan.changes) if self.quick else None,
+              self.importable, self.opts.again())
+
+    def installed_again(self, logged: Mapping[Path, tuple[int, int]], command_start: float, log: IO[str]) -> None:
+        """CMake's install into the env, after its build: what it called up to date though the build remade it."""
+        if not (self.quick and len(self.commands) > 1):
+            return
+        remade = profile.steps_since(logged, self.state.trees, command_start)
+        stale = channels.skipped_installs(_log_tail(self.plan.log), remade)
+        if stale:
+            _console.get().info(f"CMake's install called {stale[0]} up to date though the build remade it (the "
+                                "copies were under a second apart, and strip stamped the old one): installed again")
+            for path in stale:
+                path.unlink(missing_ok=True)
+            last = self.commands[-1]
+            run(list(last.argv), cwd=last.cwd, env=self.plan.changes, base_env=self.base_env,
+                echo=self.opts.verbose, log=log)
+
+    def finish(self, logged: Mapping[Path, tuple[int, int]], probed: Future[dict[str, object]],
+               command_start: float, command_end: float, peak: usage.Peak) -> None:
+        """After the commands: the version re-stamped, stale bytecode dropped, misspelt options said, and the
+        record written (the files the build owns, what it read, whether it is complete)."""
+        plan = self.plan
+        self.restamp()
+        self.warn_unused()
+        finished(plan.checkout)
+        made = newest_wheel(plan.dist, self.wheels_before) if plan.dist else None
+        trees = self.record(made)
+        result = self.result
         if plan.stats_log.exists():
             result.hits, result.misses, result.remote_hits = parse_stats_log(plan.stats_log.read_text())
-        elif sccache:
-            stats = run([sccache, "--stop-server"], env=plan.changes, base_env=base_env, capture=True, echo=False,
-                        check=False).stdout
+        elif self.sccache:
+            stats = run([self.sccache, "--stop-server"], env=plan.changes, base_env=self.base_env, capture=True,
+                        echo=False, check=False).stdout
             result.hits, result.misses = parse_sccache_stats(stats)
         steps = profile.steps_since(logged, trees, command_start)
-        remember(build, steps)
-        pools.remember(build, watch.peak.per_unit)
-        spans = profile.phases(timeline, command_start, command_end, time.time(),
-                               ("build_ext in place" if quick_in == checkout else "cmake --build") if quick else
-                               "setup.py" if "setup.py" in plan.command[1:3] else "pip and the backend", steps)
-        result.profile = profile.write(plan.log, steps, spans, profile.summarise(
-            steps, spans, result.hits, result.misses, watch.peak.per_compiler), f"{plan.key} {plan.log.stem}")
-        result.profile["why the cache missed"] = miss_reasons(
-            build, plan.stats_log.read_text() if plan.stats_log.exists() else "",
-            Path(str(plan.changes.get("CCACHE_BASEDIR") or checkout)))
-        record.write(probed, plan, time.monotonic() - start, "ok", 0, remedies, result.profile,
-                     with_jobs(quick[0], plan.changes) if quick else None)
+        remember(self.build, steps)
+        pools.remember(self.build, peak.per_unit)
+        self.profile(steps, command_start, command_end, peak, probed)
         if plan.linker_trial:
-            linker_trial(plan, build, steps, base_env)
-    result.seconds = time.monotonic() - start
-    result.compiles = tracker.compiles
-    result.package = package_name(checkout, plan.env.prefix)  # the build installed the project: ask the env
-    result.wheel = made
-    return result
+            linker_trial(plan, self.build, steps, self.base_env)
+        result.compiles = self.tracker.compiles
+        result.package = package_name(plan.checkout, plan.env.prefix)  # the build installed the project: ask the env
+        result.wheel = made
+
+    def restamp(self) -> None:
+        """Across commits: pip's record says the version the build wrote, as pip would; and Python's bytecode of
+        what the build and the commits rewrote goes (a cache is trusted by size and whole-second mtime)."""
+        plan, verdict = self.plan, self.verdict
+        written = version_of(plan.checkout / plan.package / "version.py") if self.quick else None
+        if verdict.restamp and written:
+            shortcut.restamp(verdict.restamp, written)
+        rewritten = [plan.checkout / name for name, st in self.state.files.items()
+                     if name.endswith(".py") and stat_of(plan.checkout / name) != st]
+        committed = [plan.checkout / name for name in committed_files(verdict) if name.endswith(".py")]
+        moves.drop_bytecode([*rewritten, *committed])
+
+    def unfinished(self, files: Mapping[str, list[int]], trees: Sequence[str]) -> Record:
+        """The tree's record while its build runs, or after it failed: this configuration's, not complete."""
+        return Record(self.plan.key, self.plan.configure, None, self.remedies, outputs=files, trees=tuple(trees),
+                      evidence=self.verdict.evidence)
+
+    def warn_unused(self) -> None:
+        typos = sorted({*self.unused.given([*dict(self.opts.sets), *self.base_env]),
+                        *never_read(self.plan.checkout, dict(self.opts.sets))})
+        if typos:
+            _console.get().warn(f"CMake did not use {', '.join(typos)}: no option of the project has that name "
+                                f"(misspelt?); the build went on without it (CMake's warning, where it gave one, is "
+                                f"in {self.plan.log})")
+
+    def record(self, made: Path | None) -> list[Path]:
+        """The tree's record after the build: complete unless a source changed while it ran or a wheel is
+        missing; its files, its trees, its evidence. The trees, for the profile."""
+        plan, checkout, state = self.plan, self.plan.checkout, self.state
+        owned, configured = channels.claimed(checkout, self.build, plan.log, state.files, self.configured,
+                                             plan.changes.get("PATH"))
+        trees = cmaketrees.found(checkout, self.build, configured)  # the ones this build configured too
+        raced = edited_meanwhile(checkout, state.worktree, owned, trees)
+        done = None if raced or (plan.wheel and not made) else digest(self.parts)
+        seen = evidence.collect(checkout, inplace.ninja_trees(checkout, trees), self.verdict.evidence, owned)
+        write_marker(self.build, Record(
+            plan.key, plan.configure, done, self.remedies, wheel_id(made) if made else None, owned, state.worktree,
+            env_files(plan) if plan.outputs_in_env else None, str(plan.env.prefix), tuple(configured), self.parts,
+            source_folders(checkout, trees), seen))
+        return trees
+
+    def profile(self, steps: list[profile.Step], command_start: float, command_end: float, peak: usage.Peak,
+                probed: Future[dict[str, object]]) -> None:
+        plan, result = self.plan, self.result
+        way = ("build_ext in place" if self.verdict.way is Way.IN_PLACE else "cmake --build") if self.quick else \
+            "setup.py" if "setup.py" in plan.command[1:3] else "pip and the backend"
+        spans = profile.phases(self.timeline, command_start, command_end, time.time(), way, steps)
+        result.profile = profile.write(plan.log, steps, spans, profile.summarise(
+            steps, spans, result.hits, result.misses, peak.per_compiler), f"{plan.key} {plan.log.stem}")
+        result.profile["why the cache missed"] = miss_reasons(
+            self.build, plan.stats_log.read_text() if plan.stats_log.exists() else "",
+            Path(str(plan.changes.get("CCACHE_BASEDIR") or plan.checkout)))
+        record.write(probed, plan, time.monotonic() - self.start, "ok", 0, self.remedies, result.profile,
+                     with_jobs(list(self.commands[0].argv), plan.changes) if self.quick else None)
+
+
+def committed_files(verdict: Verdict) -> list[str]:
+    """The files the commits crossed changed (the verdict's record says them as "another commit")."""
+    before = verdict.marker.worktree if verdict.marker else None
+    return [name for name, st in before.items() if st == ["another commit"]] if before else []
 
 
 def newest_wheel(dist: Path, before: set[Path]) -> Path | None:
     """The wheel the build made in `dist` (the newest there when it replaced one of the same name)."""
     made = sorted(set(dist.glob("*.whl")) - before) or sorted(dist.glob("*.whl"), key=lambda p: p.stat().st_mtime)[-1:]
     return made[-1] if made else None
-
-
-def with_remedies(plan: Plan, remedies: Mapping[str, str]) -> Plan:
-    """The plan with the remedies' variables in its environment (and so in its configure key)."""
-    if not remedies:
-        return plan
-    changes = {**plan.changes, **remedies}
-    configure = {**plan.configure, **{k: v for k, v in remedies.items() if affects_configure(k)}}
-    return replace(plan, changes=changes, configure=configure, inputs={**plan.inputs, **remedies})
 
 
 def _applied(d: Diagnosis, remedies: Mapping[str, str]) -> bool:
@@ -392,5 +435,3 @@ def _show(tracker: Tracker, verbose: bool, log: IO[str], timeline: profile.Timel
             con.progress(text)
 
     return on_line
-
-

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import statistics
 from collections import Counter
@@ -20,80 +21,65 @@ from pathlib import Path
 from typing import AbstractSet, Mapping
 
 from .. import console as _console
-from ..digest import digest
-from .ownership.cmaketrees import ninja_of
-from .ownership.records import configure_changes, read_marker, recorded_outputs
 from .ownership.trees import trees_dir
-from .ownership.uptodate import ALWAYS_RUN, NEWEST_INPUT, ninja_dry_run, past_regeneration, stamp_parts
+from .ownership.uptodate import ALWAYS_RUN, NEWEST_INPUT
 from .plan import Plan
 from .profile import Step
-from .shortcut import crossing
+from .request import BuildRequest
+from .verdict import Verdict, Way, decide
 
 MISSING = re.compile(r"ninja explain: output (.+) doesn't exist$")
 FED = "what the steps above feed"
+STALE = "inputs whose content changed though their time says otherwise"
 HEADERS = (".h", ".hpp", ".hh", ".cuh", ".inc")
 SOURCES = (".c", ".cc", ".cpp", ".cxx", ".cu")
 
 
-def explain(plan: Plan, base_env: Mapping[str, str], shortcut: bool = True) -> tuple[list[str], float | None]:
-    """The lines `--explain` prints for the plan's configuration, and the estimated wall seconds (None:
-    nothing to estimate from, or a switch back); `shortcut`: build.shortcut."""
+def explain(plan: Plan, base_env: Mapping[str, str], request: BuildRequest) -> tuple[list[str], float | None]:
+    """The lines `--explain` prints for the plan's configuration (the verdict the build would act on, what
+    ninja would run grouped by cause, the estimate), and the estimated wall seconds (None: nothing to estimate
+    from, or a switch back)."""
+    verdict = decide(plan, request, base_env)
+    lines = [f"explain {plan.key}: nothing is built, configured or moved", verdict.headline(), *verdict.said]
     build = plan.checkout / "build"
-    marker = read_marker(build) if build.is_dir() else None
-    lines = [f"explain {plan.key}: nothing is built, configured or moved"]
-    if marker is None or marker.get("key") != plan.key:
-        kept = trees_dir(plan.checkout) / plan.key
-        if read_marker(kept) is not None:
-            return lines + [f"its tree is kept ({kept}): the build switches back to it first, its binaries come back "
-                            "without a compile (run `inv build` with these options), then rebuilds what changed since"
-                            ], None
-        line, wall = estimate(steps_of(build), None, jobs(plan), "the tree in build/ (the nearest)",
-                              kind_medians(plan.checkout), configure_seconds(plan), driver_seconds(plan, True))
-        return lines + [f"no tree of {plan.key} yet: a build from nothing", line], wall
-    changed = configure_changes(marker.get("configure"), plan.configure)  # type: ignore[arg-type]
-    if changed:
-        line, wall = estimate(steps_of(build), None, jobs(plan), "this tree's last build",
-                              kind_medians(plan.checkout), configure_seconds(plan), driver_seconds(plan, True))
-        return lines + [f"the configuration changed ({'; '.join(changed[:4])}): CMake configures from scratch "
-                        "and every step may run again", line], wall
-    parts = stamp_parts(plan)
-    whole_way = marker.get("done") != digest(parts)
-    committed, why, _ = crossing(plan, marker, parts, recorded_outputs(marker)) if whole_way and shortcut \
-        else ([], "", None)
-    if why is None:
-        whole_way = False
-        lines.append(f"another commit: the {len(committed)} file(s) the commits changed are checked as edits are; "
-                     "where ninja builds from each (below) or it is the package's Python, CMake's build without pip")
-    elif whole_way:
-        cause = why or "commit, the build's own files or variables"
-        lines.append(f"the inputs changed since the last complete build ({cause}): it goes the whole way through the "
-                     "build driver")
-    asked = ninja_dry_run(build, plan, base_env)
-    if asked is None:
-        return lines + ["no ninja tree to ask: the build goes the whole way"], None
-    reconfigure = any(s.startswith("Re-running CMake") for s in asked[1])
-    ninja = ninja_of(build, str(plan.changes.get("PATH") or base_env.get("PATH", ""))) if reconfigure else None
-    behind = past_regeneration(ninja, build) if ninja else None  # ninja -n stops at CMake's run: what follows it
-    if reconfigure:
-        lines.append("CMake configures again first (a file it read changed); the steps below are the tree's as it "
-                     "stands, before that")
-    explained = [line for line in (behind or asked)[0] if not ALWAYS_RUN.fullmatch(line)]
-    steps = [s.split()[-1] for s in (behind or asked)[1] if not s.startswith(("Regenerating", "No work",
-                                                                              "Re-running CMake"))]
+    whole = verdict.way is Way.WHOLE_WAY
+    if verdict.way is Way.SWITCH:
+        return lines + ["run `inv build` with these options to switch, then --explain says what it rebuilds"], None
+    if verdict.work is None or verdict.forget:
+        what = "the tree in build/ (the nearest)" if verdict.marker is None else "this tree's last build"
+        line, wall = estimate(steps_of(build), None, jobs(plan), what, kind_medians(plan.checkout),
+                              configure_seconds(plan), driver_seconds(plan, whole))
+        return lines + ([] if verdict.forget or verdict.marker is None else
+                        ["no ninja tree to ask: every step may run"]) + [line], wall
+    more, wall = work_lines(plan, verdict)
+    return lines + more, wall
+
+
+def work_lines(plan: Plan, verdict: Verdict) -> tuple[list[str], float | None]:
+    """ninja's work grouped by cause, and the estimate (its last line, and its wall seconds)."""
+    work, build = verdict.work, plan.checkout / "build"
+    assert work is not None
+    lines = ["CMake configures again first (a file it read changed); the steps below are the tree's as it stands, "
+             "before that"] if work.reconfigure else []
+    explained = [line for line in work.lines if not ALWAYS_RUN.fullmatch(line)]
+    steps = [named(Path(s), build) if os.path.isabs(s) else s for s in verdict.steps()]  # as build/'s log names
     causes, outputs, generators = group(explained, build, plan.checkout)
-    rest = [s for s in steps if s not in outputs]
+    rest = [s for s in work.steps if s not in outputs]
     if rest:
         causes[FED] = len(rest)
-    if not steps and not reconfigure:
-        return lines + ["ninja has no work in the tree"], 0.0
-    lines.append(f"ninja would run {len(steps)} step(s):")
+    if len(steps) > len(work.steps):
+        causes[STALE] = len(steps) - len(work.steps)
+    if not steps and not work.reconfigure and verdict.way is Way.UP_TO_DATE:
+        return lines + [f"{work.source} in the tree"], 0.0
+    lines.append(f"ninja would run {len(steps)} step(s), {verdict.compiles()} of them compile step(s)"
+                 + (":" if steps else "; the build's command runs all the same"))
     for cause, count in causes.most_common(8):
         lines.append(f"  {cause}: {count} step(s) ({kind(cause, generators)})")
     if len(causes) > 8:
         lines.append(f"  and {len(causes) - 8} more cause(s): {sum(c for _, c in causes.most_common()[8:])} step(s)")
     line, wall = estimate(steps_of(build), set(steps), jobs(plan), "this tree's .ninja_log",
-                          kind_medians(plan.checkout), configure_seconds(plan) if reconfigure else None,
-                          driver_seconds(plan, whole_way))
+                          kind_medians(plan.checkout), configure_seconds(plan) if work.reconfigure else None,
+                          driver_seconds(plan, verdict.way is Way.WHOLE_WAY))
     return lines + [line], wall
 
 
@@ -117,6 +103,11 @@ def group(explained: list[str], build: Path, checkout: Path) -> tuple[Counter[st
     return causes, outputs, generators
 
 
+def named(output: Path, build: Path) -> str:
+    """An output as ninja names it in build/ (relative to it), else by its absolute path."""
+    return output.relative_to(build).as_posix() if output.is_relative_to(build) else str(output)
+
+
 def shown(path: str, build: Path, checkout: Path) -> str:
     """An input as the user knows it: relative to the checkout when inside it."""
     full = (build / path).resolve()
@@ -134,6 +125,8 @@ def kind(cause: str, generators: AbstractSet[str] = frozenset()) -> str:
         return "outputs that do not exist"
     if cause == FED:
         return "links and generated files"
+    if cause == STALE:
+        return "outputs the last build's evidence says are stale: removed, then built again"
     return "an input the build generates code or links from"
 
 

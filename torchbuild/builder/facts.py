@@ -23,7 +23,7 @@ from ..toolchain.cuda import Toolkit
 from ..toolchain.linkers import Linker
 from . import against, pools
 from .against import TorchConfiguration
-from .drivers import detect
+from .drivers import Driver, detect
 from .drivers.pep517 import Pep517, calls_cmake
 from .drivers.setuptools_era import SetuptoolsEra
 from .drivers.skbuild import ScikitBuildCore
@@ -54,73 +54,98 @@ class BuildFacts:
     unit_peaks: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # by configuration (pools.recorded)
     commit: str | None = None  # the checkout's HEAD (a matrix slot, without git: its source checkout's)
     torch_folder: Path | None = None  # an extension's: the folder of the torch it builds against (against.py)
+    driver: Driver | None = None  # the checkout's build driver, detected once (drivers/)
 
 
 def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildFacts:
-    """Probe the machine for this request; make or update the managed env (unless a dry run)."""
+    """Probe the machine for this request; make or update the managed env (unless a dry run or --explain:
+    they write nothing)."""
     checkout = cfg.source_path
+    looking = request.dry_run or request.explain
     if not (checkout / "setup.py").exists() and not (checkout / "pyproject.toml").exists():
         raise TorchbuildError(f"there is nothing to build at {checkout} (no setup.py or pyproject.toml)",
                               "run `inv clone` first, or point source.path / --path at a checkout")
-    if not request.dry_run:
+    driver = detect(checkout)
+    if not looking:
         check_disk(checkout, cfg.build.min_free_gb)
         system.check_writable(cfg.root / cfg.paths.logs, "log dir", "paths.logs")
     check_compiler(env)
     toolkit = choose_toolkit(cfg, request.cuda, env) if request.torch is None else torch_toolkit(cfg, request, env)
     choice = envs.choose(cfg, request.python, request.env_name, env) if request.torch is None else \
         torch_env(request.torch)
-    against_folder = torch_folder(checkout, choice.prefix, request.torch)
+    against_folder = torch_folder(checkout, choice.prefix, request.torch, driver)
     if request.torch is None and toolkit is not None and against_folder:  # the env's own torch: which CUDA it takes
         toolkit = env_torch_toolkit(cfg, against_folder, toolkit, env)
-    cuda_tag = toolkit.version if toolkit else None
     ccs = compilers.discover(env)
-    notes = []
-    torch_version = compat.checkout_version(checkout)  # before any env is made: a refused Python makes none
-    gcc = compilers.default_gcc(ccs)
-    if not torch_version and detect(checkout).pytorch():
-        notes.append(f"no version.txt in {checkout}: PyTorch's release table is not checked")
-    notes += compat.check(torch_version or "", choice.version, cuda_tag, gcc.version if gcc else None,
-                          compat.python_minimum(checkout), request.force)
-    if not request.dry_run and (checkout / ".git").exists():
+    notes = release_notes(checkout, choice.version, toolkit, ccs, request.force, driver.pytorch())
+    if not looking and (checkout / ".git").exists():
         patches.auto_apply(cfg, checkout)
-    choice = envs.ensure(cfg, choice, checkout, cuda_tag, env, request.dry_run)
-    host_cxx = None
-    if toolkit is not None:
-        pick, why = compilers.host_compiler(ccs, toolkit.version)
-        host_cxx = str(pick.cxx) if pick else None
-        if pick:
-            notes.append(why)
-    gpus = gpu.detect(env) if toolkit else None
-    if gpus and gpus.driver_cuda and toolkit and compat.vkey(toolkit.version) > compat.vkey(gpus.driver_cuda):
-        _console.get().warn(f"CUDA {toolkit.version} is newer than the driver's CUDA {gpus.driver_cuda}: the build "
-                            "works, running its kernels needs a newer driver")
+    choice = envs.ensure(cfg, choice, checkout, toolkit.version if toolkit else None, env, looking)
+    host_cxx, gpus = cuda_facts(toolkit, ccs, env, notes)
     fifo = jobserver.fifo_of(env.get("MAKEFLAGS"))
     joins = fifo is not None and jobserver.joins_by_itself(ninja_version(choice.prefix, env))
     path = f"{choice.prefix / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     # The shim stands in for `cmake`; PyTorch's setup.py takes a newer `cmake3` instead where there is one.
     shims = jobserver.shims_of(fifo) if fifo is not None and joins and drives_cmake(checkout) \
         and shutil.which("cmake3", path=path) is None else None
-    remembered = cfg.cache_root / "linkers.json"
-    found = linkers.discover(env.get("CXX") or "c++", env, remembered)
-    timed = linkers.measured(found, remembered)
-    linker = linkers.choose(cfg.build.linker, found, timed)
-    trial = tuple(found) if cfg.build.linker == "auto" and timed is None and linker else ()
+    linker, version, trial = linker_facts(cfg, choice.prefix, env, not looking)
     generator = None
-    if not env.get("CMAKE_GENERATOR") and isinstance(detect(checkout), Pep517) and calls_cmake(checkout):
+    if not env.get("CMAKE_GENERATOR") and isinstance(driver, Pep517) and calls_cmake(checkout):
         generator, why = cmaketrees.generator(checkout, shutil.which("ninja", path=path))
         notes.append(why)
     return BuildFacts(choice, toolkit, host_cxx, gpus.arch_list if gpus else None,
                       find_launcher(cfg, choice.prefix, env), find_distcc(cfg, env), remote_url(cfg, env),
                       tuple(notes), fifo, joins, shims, git.buildclones.cached(git.tools(cfg)[1], checkout),
-                      linker, linkers.cmake_version(choice.prefix, env, remembered) if linker else None, trial,
-                      generator, pools.recorded(checkout), source_commit(checkout, env) if request.wheel else None,
-                      torch_folder(checkout, choice.prefix, request.torch))  # a managed env made just now too
+                      linker, version, trial, generator, pools.recorded(checkout),
+                      source_commit(checkout, env) if request.wheel else None,
+                      torch_folder(checkout, choice.prefix, request.torch, driver),  # a managed env made just now
+                      driver)
 
 
-def torch_folder(checkout: Path, prefix: Path, torch: TorchConfiguration | None) -> Path | None:
+def release_notes(checkout: Path, python: str, toolkit: cuda.Toolkit | None, ccs: list[compilers.Compiler],
+                  force: bool, pytorch: bool) -> list[str]:
+    """What the release table says of this Python, CUDA and GCC for the checkout's version (before any env is
+    made: a refused Python makes none)."""
+    torch_version = compat.checkout_version(checkout)
+    gcc = compilers.default_gcc(ccs)
+    notes = []
+    if not torch_version and pytorch:
+        notes.append(f"no version.txt in {checkout}: PyTorch's release table is not checked")
+    return notes + compat.check(torch_version or "", python, toolkit.version if toolkit else None,
+                                gcc.version if gcc else None, compat.python_minimum(checkout), force)
+
+
+def cuda_facts(toolkit: cuda.Toolkit | None, ccs: list[compilers.Compiler], env: Mapping[str, str],
+               notes: list[str]) -> tuple[str | None, gpu.GpuInfo | None]:
+    """nvcc's host compiler and the local GPUs (a driver older than the toolkit is said)."""
+    if toolkit is None:
+        return None, None
+    pick, why = compilers.host_compiler(ccs, toolkit.version)
+    if pick:
+        notes.append(why)
+    gpus = gpu.detect(env)
+    if gpus and gpus.driver_cuda and compat.vkey(toolkit.version) > compat.vkey(gpus.driver_cuda):
+        _console.get().warn(f"CUDA {toolkit.version} is newer than the driver's CUDA {gpus.driver_cuda}: the build "
+                            "works, running its kernels needs a newer driver")
+    return str(pick.cxx) if pick else None, gpus
+
+
+def linker_facts(cfg: Config, prefix: Path, env: Mapping[str, str], keep: bool
+                 ) -> tuple[Linker | None, str | None, tuple[Linker, ...]]:
+    """build.linker's choice, the cmake version that says how to pass it, and the linkers to time on this build's
+    longest link (auto, no trial yet); answers remembered in the cache dir unless `keep` is off."""
+    remembered = cfg.cache_root / "linkers.json"
+    found = linkers.discover(env.get("CXX") or "c++", env, remembered, keep)
+    timed = linkers.measured(found, remembered)
+    linker = linkers.choose(cfg.build.linker, found, timed)
+    trial = tuple(found) if cfg.build.linker == "auto" and timed is None and linker else ()
+    return linker, linkers.cmake_version(prefix, env, remembered, keep) if linker else None, trial
+
+
+def torch_folder(checkout: Path, prefix: Path, torch: TorchConfiguration | None, driver: Driver) -> Path | None:
     """Where the torch an extension builds against keeps lib/ and include/: its configuration's (--torch), else
     the env's own; None for a project that does not build against torch (PyTorch itself included)."""
-    package = None if detect(checkout).pytorch() else against.extends(checkout)
+    package = None if driver.pytorch() else against.extends(checkout)
     return against.folder(package, prefix, torch.checkout if torch else None) if package else None
 
 

@@ -22,6 +22,7 @@ from typing import Iterable, Mapping
 from ..run import run
 from .drivers.pep517 import KEPT_BUILD_TEMP
 from .ownership import uptodate
+from .ownership.records import Record
 from .plan import Plan
 from .shortcut import changed_since
 
@@ -33,13 +34,21 @@ def thrown_away(trees: Iterable[Path], checkout: Path) -> bool:
     return all(tree.resolve().is_relative_to(kept) for tree in trees)
 
 
-def refusal(checkout: Path, marker: Mapping[str, object], now: Mapping[str, object],
+def ninja_trees(checkout: Path, trees: Iterable[Path]) -> list[Path]:
+    """The configuration's ninja trees: its CMake trees, and the kept build_temp where the project's build_ext
+    compiles through a build.ninja of its own there (cpp_extension's)."""
+    temp = checkout / KEPT_BUILD_TEMP
+    trees = list(trees)
+    return trees + [temp] if (temp / "build.ninja").is_file() and temp not in trees else trees
+
+
+def refusal(checkout: Path, marker: Record, now: Mapping[str, object],
             outputs: Mapping[str, object]) -> str | None:
     """Why the in-place build would not leave what pip's editable install leaves (None: it would). The
     caller has checked the stamp and the install; `outputs`: the build's own files in the checkout (an
     extension in a folder no .gitignore names shows as a new file)."""
-    before = marker.get("worktree")
-    if not isinstance(before, dict):
+    before = marker.worktree
+    if before is None:
         return "the last build did not record the working tree"
     changed = [p for p in changed_since(before, now) if p not in outputs]
     gone = [p for p in changed if now.get(p) is None and not (checkout / p).exists()]  # absent: back to HEAD's
@@ -51,14 +60,18 @@ def refusal(checkout: Path, marker: Mapping[str, object], now: Mapping[str, obje
     return f"{new[0]} is new since the last build: the install's mapping may change" if new else None
 
 
-def pending(checkout: Path, plan: Plan, base_env: Mapping[str, str]) -> tuple[list[str] | None, str]:
+def pending(checkout: Path, plan: Plan, base_env: Mapping[str, str]) -> uptodate.NinjaWork | None:
     """What the in-place build would redo, and what says so: ninja in the kept build_temp where the project's
     build_ext compiles through a build.ninja of its own there (torch's cpp_extension BuildExtension: its
     depfiles are ninja's, `deps = gcc`, read into .ninja_deps and deleted), else the objects' depfiles."""
     temp = checkout / KEPT_BUILD_TEMP
     if (temp / "build.ninja").is_file():
-        return uptodate.pending([temp], plan, base_env), "ninja has no work in build_ext's build.ninja"
-    return stale_objects(checkout), "no input its compiler's depfiles name is newer"
+        return uptodate.ninja_work([temp], plan, base_env, "ninja has no work in build_ext's build.ninja")
+    lines = stale_objects(checkout)
+    if lines is None:
+        return None
+    steps = tuple(dict.fromkeys(m.group(1) for m in map(uptodate.NEWEST_INPUT.match, lines) if m))
+    return uptodate.NinjaWork(tuple(lines), steps, source="no input its compiler's depfiles name is newer")
 
 
 def stale_objects(checkout: Path) -> list[str] | None:

@@ -70,7 +70,7 @@ class Plan:
     inputs: Mapping[str, str] = field(default_factory=dict)  # every variable "up to date" compares
     linker_trial: tuple[Linker, ...] = ()  # time these on the build's longest link (toolchain/linkers.py)
     linker_memory: Path | None = None  # where the trial's answer is kept
-    driver: str = ""  # the checkout's build driver, as `inv doctor` names it (drivers/)
+    driver: Driver | None = None  # the checkout's build driver, detected once (drivers/): the era's mechanisms
     outputs_in_env: bool = False  # its editable install copies the compiled outputs into the env (scikit-build-core)
     env_install: tuple[str, bool] | None = None  # with outputs_in_env: the folder in site-packages, and strip
     after: tuple[str, ...] = ()  # the checkout's step after the editable install (PyTorch main's native-AOT stage 2)
@@ -113,81 +113,147 @@ def arch_supported(cuda: str, arch: str) -> bool:
 def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: Mapping[str, str],
               now: float | None = None) -> Plan:
     """Everything a build will do, as data. Pure: `gather` found the facts."""
-    from ..compat import default_arch_list
-    from ..toolchain.cuda import toolkit_env
-
     env, toolkit, opts = facts.env, facts.toolkit, request
     checkout = cfg.source_path
-    key = config_key(env.version, toolkit, opts.build_type)
+    driver = facts.driver or detect(checkout)
+    key, notes = plan_key(env.version, toolkit, opts), list(facts.notes)
+    changes = base_changes(facts, base_env, driver.pytorch())
+    if toolkit is not None:
+        changes.update(cuda_changes(toolkit, opts, facts, notes))
+    jobs, jobs_reason, memory = plan_jobs(cfg, opts, facts, base_env, key)
+    changes.update(jobs_changes(jobs, facts, opts, base_env))
+    if facts.jobserver:  # side by side under `inv matrix`: one budget for every build
+        jobs_reason = shared_jobs(facts, opts, jobs)
+    joins = facts.ninja_joins and not opts.jobs
+    shims = facts.shims is not None and joins
+    if shims:  # ahead of the env's cmake too; the shim finds the real one after itself
+        changes["PATH"] = f"{facts.shims}{os.pathsep}{changes['PATH']}"
+    changes.update(driver_changes(driver, facts, opts, base_env, toolkit))
+    if facts.torch_folder and facts.launcher:  # cpp_extension puts a compiler cache it finds on PATH before both
+        changes["PATH"] = f"{changes['PATH']}{os.pathsep}{Path(facts.launcher).parent}"  # compilers (torch 2.13's)
+    log, stats_log, log_dir, stamp = log_paths(cfg, key, now)
+    if shims:
+        changes[jobserver.WAITS] = str(log_dir / f"{stamp}.job-waits")
+    changes.update(launcher_changes(cfg, facts, toolkit, checkout, stats_log, driver.pytorch()))
+    if facts.linker:
+        changes.update(linker_changes(cfg, facts, base_env, notes))
+    dist = opts.dist or cfg.root / "dist"
+    if opts.wheel:
+        changes.update(wheel_version(checkout, toolkit, facts.commit))
+    # git in the build (NCCL, Eigen, setup.py's own submodule update): through the mirror cache and rules
+    changes.update(git_config_env(cfg.mirrors.git, facts.clone_mirrors, base_env))
+    set_here = {**cfg.build.env, **dict(opts.sets)}
+    changes.update(set_here)
+    if opts.part != "all":
+        changes["BUILD_LIBTORCH_WHL" if opts.part == "core" else "BUILD_PYTHON_ONLY"] = "1"
+    full = merged_env(base_env, changes)  # the shell's BUILD_*/USE_*/CMAKE_*, CC, CXXFLAGS... count too
+    configure = configure_of(full, opts, env)
+    inputs = {**configure, **{k: v for k, v in full.items() if k.startswith(OUTPUT_PREFIXES) or k in set_here}}
+    return Plan(checkout, env, toolkit, key, configure, changes, build_command(driver, env, opts.wheel, dist,
+                                                                                opts.build_type),
+                log, stats_log, jobs_reason, tuple(notes), opts.wheel, dist if opts.wheel else None, facts.launcher,
+                package_name(checkout), facts.jobserver, joins, shims, inputs, facts.linker_trial,
+                cfg.cache_root / "linkers.json", driver, driver.outputs_in_env and not opts.wheel,
+                driver.env_install(opts.build_type), after_install(driver, env, toolkit, opts.wheel, full),
+                driver.forwards_cmake_variables(), memory,
+                () if opts.wheel else driver.in_place(str(env.python)), facts.torch_folder)
+
+
+def plan_key(version: str, toolkit: Toolkit | None, opts: BuildRequest) -> str:
+    """The configuration's key: Python x CUDA x build type, the split build's part, the torch it builds against."""
+    key = config_key(version, toolkit, opts.build_type)
     if opts.part == "core":  # Python-independent: one tree for every Python
         key = "core-" + key.split("-", 1)[1]
     elif opts.part == "python":
         key += "-python"
     if opts.torch is not None:  # one tree per (its configuration x the torch it is built against)
         key += "-" + opts.torch.tag
-    notes = list(facts.notes)
-    driver = detect(checkout)
-    pytorch = driver.pytorch()  # PyTorch's variables only where PyTorch reads them
-    changes: dict[str, str | None] = {k: v for k, v in toolkit_env(toolkit, base_env).items()
+    return key
+
+
+def base_changes(facts: BuildFacts, base_env: Mapping[str, str], pytorch: bool) -> dict[str, str | None]:
+    """The toolkit's variables (PyTorch's USE_CUDA only where PyTorch reads it), the env first on PATH."""
+    from ..toolchain.cuda import toolkit_env
+
+    env = facts.env
+    changes: dict[str, str | None] = {k: v for k, v in toolkit_env(facts.toolkit, base_env).items()
                                       if pytorch or k != "USE_CUDA"}
-    env_bin = str(env.prefix / "bin")
     path = changes.get("PATH") or base_env.get("PATH", "")
-    changes["PATH"] = env_bin + (os.pathsep + path if path else "")
+    changes["PATH"] = str(env.prefix / "bin") + (os.pathsep + path if path else "")
     if env.name is not None or base_env.get("VIRTUAL_ENV") != str(env.prefix):
         changes["VIRTUAL_ENV"] = str(env.prefix)
-    if toolkit is not None:
-        arch = opts.arch or facts.gpu_arch or default_arch_list(toolkit.version)
-        bad = [a for a in re.split(r"[;\s]+", arch) if a and not arch_supported(toolkit.version, a)]
-        if bad:
-            raise TorchbuildError(f"CUDA {toolkit.version} does not support compute capability {', '.join(bad)} "
-                                  f"(TORCH_CUDA_ARCH_LIST={arch})",
-                                  f"pass --arch with archs CUDA {toolkit.version} supports, e.g. "
-                                  f"\"{default_arch_list(toolkit.version)}\"")
-        source = "the torch's configuration" if opts.torch and opts.arch == opts.torch.arch else \
-            "--arch" if opts.arch else "local GPUs" if facts.gpu_arch else \
-            f"CUDA {toolkit.version}'s release default"
-        changes["TORCH_CUDA_ARCH_LIST"] = arch
-        notes.append(f"TORCH_CUDA_ARCH_LIST={arch} ({source})")
-        if facts.host_cxx:
-            changes["CUDAHOSTCXX"] = facts.host_cxx
+    return changes
+
+
+def cuda_changes(toolkit: Toolkit, opts: BuildRequest, facts: BuildFacts, notes: list[str]) -> dict[str, str]:
+    """TORCH_CUDA_ARCH_LIST (checked against the toolkit) and the host compiler nvcc takes."""
+    from ..compat import default_arch_list
+
+    arch = opts.arch or facts.gpu_arch or default_arch_list(toolkit.version)
+    bad = [a for a in re.split(r"[;\s]+", arch) if a and not arch_supported(toolkit.version, a)]
+    if bad:
+        raise TorchbuildError(f"CUDA {toolkit.version} does not support compute capability {', '.join(bad)} "
+                              f"(TORCH_CUDA_ARCH_LIST={arch})",
+                              f"pass --arch with archs CUDA {toolkit.version} supports, e.g. "
+                              f"\"{default_arch_list(toolkit.version)}\"")
+    source = "the torch's configuration" if opts.torch and opts.arch == opts.torch.arch else \
+        "--arch" if opts.arch else "local GPUs" if facts.gpu_arch else f"CUDA {toolkit.version}'s release default"
+    notes.append(f"TORCH_CUDA_ARCH_LIST={arch} ({source})")
+    return {"TORCH_CUDA_ARCH_LIST": arch, **({"CUDAHOSTCXX": facts.host_cxx} if facts.host_cxx else {})}
+
+
+def plan_jobs(cfg: Config, opts: BuildRequest, facts: BuildFacts, base_env: Mapping[str, str], key: str
+              ) -> tuple[int, str, int]:
+    """MAX_JOBS and why (--jobs, MAX_JOBS in the shell, else cores and memory, plus distcc's slots), and the
+    bytes the build may use."""
     jobs, memory = opts.jobs, system.available_memory(cfg.build.memory_gb)
     shell_jobs = base_env.get("MAX_JOBS", "").strip()
     if jobs:
-        jobs_reason = f"{jobs} (--jobs / build.jobs)"
-    elif shell_jobs and not facts.jobserver:  # as PyTorch's docs tell developers to cap a build's memory
+        return jobs, f"{jobs} (--jobs / build.jobs)", memory
+    if shell_jobs and not facts.jobserver:  # as PyTorch's docs tell developers to cap a build's memory
         if not shell_jobs.isdigit() or int(shell_jobs) < 1:
             raise TorchbuildError(f"MAX_JOBS={shell_jobs} in the environment is not a number of jobs",
                                   "set it to a whole number (MAX_JOBS=4), or unset it to let torchbuild choose")
-        jobs, jobs_reason = int(shell_jobs), f"{shell_jobs} (MAX_JOBS in the environment; --jobs wins)"
-    else:
-        chosen = system.choose_jobs(os.cpu_count() or 1, memory, toolkit is not None,
-                                    per_job(facts.unit_peaks.get(key, {})))
-        jobs, jobs_reason = chosen.jobs, chosen.reason
-        if facts.distcc:  # remote slots compile; only preprocessing and linking stay here
-            slots = remote_slots(cfg.build.hosts)
-            jobs, jobs_reason = jobs + slots, f"{jobs + slots} ({jobs_reason} here + {slots} distcc slots on " \
-                                              f"{len(cfg.build.hosts)} host(s))"
-    changes["MAX_JOBS"] = str(jobs)
-    if not base_env.get("CMAKE_BUILD_PARALLEL_LEVEL"):  # what scikit-build-core and other CMake drivers read
-        changes["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs)  # (PyTorch's setup.py passes -j MAX_JOBS itself)
-    joins = facts.ninja_joins and not opts.jobs
-    if facts.jobserver:  # side by side under `inv matrix`: one budget for every build
-        if joins:
-            changes["MAX_JOBS"] = changes["CMAKE_BUILD_PARALLEL_LEVEL"] = None  # no -j: ninja asks the jobserver
-            jobs_reason = f"shared: ninja takes its jobs from the jobserver in MAKEFLAGS ({facts.jobserver})"
-        else:
-            jobs_reason = f"the jobserver's tokens free at the start, at most {jobs} (this ninja cannot join it)"
-    shims = facts.shims is not None and joins
-    if shims:  # ahead of the env's cmake too; the shim finds the real one after itself
-        changes["PATH"] = f"{facts.shims}{os.pathsep}{changes['PATH']}"
+        return int(shell_jobs), f"{shell_jobs} (MAX_JOBS in the environment; --jobs wins)", memory
+    chosen = system.choose_jobs(os.cpu_count() or 1, memory, facts.toolkit is not None,
+                                per_job(facts.unit_peaks.get(key, {})))
+    if not facts.distcc:
+        return chosen.jobs, chosen.reason, memory
+    slots = remote_slots(cfg.build.hosts)  # remote slots compile; only preprocessing and linking stay here
+    return chosen.jobs + slots, f"{chosen.jobs + slots} ({chosen.reason} here + {slots} distcc slots on " \
+                                f"{len(cfg.build.hosts)} host(s))", memory
+
+
+def jobs_changes(jobs: int, facts: BuildFacts, opts: BuildRequest, base_env: Mapping[str, str]
+                 ) -> dict[str, str | None]:
+    """MAX_JOBS, and CMAKE_BUILD_PARALLEL_LEVEL for scikit-build-core and other CMake drivers (PyTorch's setup.py
+    passes -j MAX_JOBS itself); neither where ninja takes its jobs from `inv matrix`'s jobserver."""
+    if facts.jobserver and facts.ninja_joins and not opts.jobs:
+        return {"MAX_JOBS": None, "CMAKE_BUILD_PARALLEL_LEVEL": None}  # no -j: ninja asks the jobserver
+    changes: dict[str, str | None] = {"MAX_JOBS": str(jobs)}
+    if not base_env.get("CMAKE_BUILD_PARALLEL_LEVEL"):
+        changes["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs)
+    return changes
+
+
+def shared_jobs(facts: BuildFacts, opts: BuildRequest, jobs: int) -> str:
+    if facts.ninja_joins and not opts.jobs:
+        return f"shared: ninja takes its jobs from the jobserver in MAKEFLAGS ({facts.jobserver})"
+    return f"the jobserver's tokens free at the start, at most {jobs} (this ninja cannot join it)"
+
+
+def driver_changes(driver: Driver, facts: BuildFacts, opts: BuildRequest, base_env: Mapping[str, str],
+                   toolkit: Toolkit | None) -> dict[str, str | None]:
+    """What the checkout's driver reads: CMAKE_PREFIX_PATH, PyTorch's variables, the generator, the build type's
+    flags, an extension's FORCE_CUDA and compiler cache on PATH."""
+    env, pytorch = facts.env, driver.pytorch()
     prefix_path = base_env.get("CMAKE_PREFIX_PATH")
-    changes["CMAKE_PREFIX_PATH"] = str(env.prefix) + (os.pathsep + prefix_path if prefix_path else "")
+    changes: dict[str, str | None] = {"CMAKE_PREFIX_PATH": str(env.prefix) + (os.pathsep + prefix_path
+                                                                                if prefix_path else "")}
     if pytorch:
         changes["USE_NINJA"] = "1"
     if facts.torch_folder and toolkit is not None:  # torchvision's switch: CUDA code even where no GPU is visible
         changes["FORCE_CUDA"] = "1"
-    if facts.torch_folder and facts.launcher:  # cpp_extension puts a compiler cache it finds on PATH before both
-        changes["PATH"] = f"{changes['PATH']}{os.pathsep}{Path(facts.launcher).parent}"  # compilers (torch 2.13's)
     pins = env.prefix / against.CONSTRAINTS
     if pytorch and pins.is_file() and not base_env.get("PIP_CONSTRAINT"):  # its own pin may not refuse a new build
         changes["PIP_CONSTRAINT"] = " ".join(against.pinned_before(pins)) or os.devnull
@@ -199,8 +265,23 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
     changes["REL_WITH_DEB_INFO"] = "1" if opts.build_type == "relwithdebinfo" else None
     for name, flags in driver.compile_flags(opts.build_type).items():  # after the shell's own
         changes[name] = " ".join(filter(None, (base_env.get(name), flags)))
+    return changes
+
+
+def log_paths(cfg: Config, key: str, now: float | None) -> tuple[Path, Path, Path, str]:
+    """The build's log, its compiler cache's stats log, their folder, and the stamp naming them."""
+    log_dir = cfg.root / cfg.paths.logs / key
+    now = time.time() if now is None else now
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f"-{int(now * 1000) % 1000:03d}"
+    return log_dir / f"{stamp}.log", log_dir / f"{stamp}.ccache-stats", log_dir, stamp
+
+
+def launcher_changes(cfg: Config, facts: BuildFacts, toolkit: Toolkit | None, checkout: Path, stats_log: Path,
+                     pytorch: bool) -> dict[str, str | None]:
+    """The compiler launchers (ccache or sccache, distcc behind ccache or alone), their cache and remote storage."""
     launcher, remote = facts.launcher, facts.remote
     ccache = bool(launcher and Path(launcher).name.startswith("ccache"))
+    changes: dict[str, str | None] = {}
     c_launcher = launcher
     if facts.distcc:
         changes.update({"DISTCC_HOSTS": " ".join(cfg.build.hosts), "DISTCC_DIR": str(cfg.cache_root / "distcc")})
@@ -214,61 +295,51 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
             changes[f"CMAKE_{lang}_COMPILER_LAUNCHER"] = value
     if pytorch and not c_launcher:  # PyTorch's CMakeLists.txt takes a ccache from PATH by itself (USE_CCACHE ON)
         changes["USE_CCACHE"] = "OFF"
-    cache_dir = cfg.cache_root / "ccache"
-    log_dir = cfg.root / cfg.paths.logs / key
-    now = time.time() if now is None else now
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f"-{int(now * 1000) % 1000:03d}"
-    log = log_dir / f"{stamp}.log"
-    stats_log = log_dir / f"{stamp}.ccache-stats"
-    if shims:
-        changes[jobserver.WAITS] = str(log_dir / f"{stamp}.job-waits")
-    if launcher and Path(launcher).name.startswith("ccache"):
+    if ccache:
         # an extension's editable build compiles in a new temporary folder (its cwd) by absolute paths: with no
         # base dir they hash alike there and in the kept tree, so its first in-place build hits
-        changes.update({"CCACHE_DIR": str(cache_dir), "CCACHE_BASEDIR": None if facts.torch_folder else str(checkout),
-                        "CCACHE_NOHASHDIR": "1", "CCACHE_STATSLOG": str(stats_log)})
+        changes.update({"CCACHE_DIR": str(cfg.cache_root / "ccache"), "CCACHE_BASEDIR": None if facts.torch_folder
+                        else str(checkout), "CCACHE_NOHASHDIR": "1", "CCACHE_STATSLOG": str(stats_log)})
         if remote:
             changes["CCACHE_REMOTE_STORAGE"] = remote
     elif launcher:
         changes.update({"SCCACHE_DIR": str(cfg.cache_root / "sccache"), "SCCACHE_BASEDIRS": str(checkout)})
         if remote:
             changes["SCCACHE_REDIS_ENDPOINT" if remote.startswith("redis") else "SCCACHE_WEBDAV_ENDPOINT"] = remote
-    if facts.linker:
-        from ..toolchain.linkers import build_changes
+    return changes
 
-        changes.update(build_changes(facts.linker, facts.cmake_version, base_env))
-        how = "CMAKE_LINKER_TYPE" if "CMAKE_LINKER_TYPE" in changes else f"-fuse-ld={facts.linker.name}"
-        notes.append(f"linker: {facts.linker.name} {facts.linker.version} (build.linker {cfg.build.linker}; {how})")
-    dist = opts.dist or cfg.root / "dist"
-    if opts.wheel:
-        from ..compat import checkout_version
 
-        base = (checkout_version(checkout) or "0.0.0").split("+")[0]
-        variant = "cu" + toolkit.version.replace(".", "") if toolkit else "cpu"  # the commit, then the variant:
-        changes["PYTORCH_BUILD_VERSION"] = f"{base}+git{facts.commit[:7]}.{variant}" if facts.commit else \
-            f"{base}+{variant}"  # two commits' wheels differ, as PyTorch's own +git<sha> ones do (PEP 440)
-        changes["PYTORCH_BUILD_NUMBER"] = "1"  # generate_torch_version.py asserts it with the version (> 1: .postN)
-    # git in the build (NCCL, Eigen, setup.py's own submodule update): through the mirror cache and rules
-    changes.update(git_config_env(cfg.mirrors.git, facts.clone_mirrors, base_env))
-    set_here = {**cfg.build.env, **dict(opts.sets)}
-    changes.update(set_here)
-    if opts.part != "all":
-        changes["BUILD_LIBTORCH_WHL" if opts.part == "core" else "BUILD_PYTHON_ONLY"] = "1"
-    full = merged_env(base_env, changes)  # the shell's BUILD_*/USE_*/CMAKE_*, CC, CXXFLAGS... count too
+def linker_changes(cfg: Config, facts: BuildFacts, base_env: Mapping[str, str], notes: list[str]
+                   ) -> dict[str, str]:
+    from ..toolchain.linkers import build_changes
+
+    assert facts.linker is not None
+    changes = build_changes(facts.linker, facts.cmake_version, base_env)
+    how = "CMAKE_LINKER_TYPE" if "CMAKE_LINKER_TYPE" in changes else f"-fuse-ld={facts.linker.name}"
+    notes.append(f"linker: {facts.linker.name} {facts.linker.version} (build.linker {cfg.build.linker}; {how})")
+    return changes
+
+
+def wheel_version(checkout: Path, toolkit: Toolkit | None, commit: str | None) -> dict[str, str]:
+    """PYTORCH_BUILD_VERSION: the commit, then the variant (two commits' wheels differ, as PyTorch's own +git<sha>
+    ones do, PEP 440), and PYTORCH_BUILD_NUMBER, which generate_torch_version.py asserts with it (> 1: .postN)."""
+    from ..compat import checkout_version
+
+    base = (checkout_version(checkout) or "0.0.0").split("+")[0]
+    variant = "cu" + toolkit.version.replace(".", "") if toolkit else "cpu"
+    return {"PYTORCH_BUILD_VERSION": f"{base}+git{commit[:7]}.{variant}" if commit else f"{base}+{variant}",
+            "PYTORCH_BUILD_NUMBER": "1"}
+
+
+def configure_of(full: Mapping[str, str], opts: BuildRequest, env: EnvChoice) -> dict[str, str]:
+    """The variables that change what CMake configures, and the interpreter (the core's: none, one for every
+    Python)."""
     configure = {k: v for k, v in full.items() if affects_configure(k)}
     if opts.part == "core":
         configure.pop("CMAKE_PREFIX_PATH", None)  # each Python's env differs; the core does not
     else:
         configure["python"] = str(env.python)
-    inputs = {**configure, **{k: v for k, v in full.items() if k.startswith(OUTPUT_PREFIXES) or k in set_here}}
-    command = build_command(driver, env, opts.wheel, dist, opts.build_type)
-    return Plan(checkout, env, toolkit, key, configure, changes, command,
-                log, stats_log, jobs_reason, tuple(notes), opts.wheel, dist if opts.wheel else None, launcher,
-                package_name(checkout), facts.jobserver, joins, shims, inputs, facts.linker_trial,
-                cfg.cache_root / "linkers.json", driver.describe(), driver.outputs_in_env and not opts.wheel,
-                driver.env_install(opts.build_type), after_install(driver, env, toolkit, opts.wheel, full),
-                driver.forwards_cmake_variables(), memory,
-                () if opts.wheel else driver.in_place(str(env.python)), facts.torch_folder)
+    return configure
 
 
 def after_install(driver: Driver, env: EnvChoice, toolkit: Toolkit | None, wheel: bool,
@@ -324,7 +395,7 @@ def describe(plan: Plan, base_env: Mapping[str, str]) -> list[str]:
         f"interpreter: {plan.env.python} (Python {plan.env.version}; {plan.env.reason})",
         f"toolkit:     {f'CUDA {tk.full_version} at {tk.root}' if tk else 'none (a CPU build)'}",
         f"config:      {plan.key}",
-        f"driver:      {plan.driver}",
+        f"driver:      {plan.driver.describe() if plan.driver else 'unknown'}",
         f"build tree:  {plan.checkout / 'build'} (others kept in {plan.checkout / STATE / 'trees'})",
         f"MAX_JOBS:    {plan.jobs_reason}",
         f"cache:       {plan.launcher or 'none (no ccache/sccache found)'}",

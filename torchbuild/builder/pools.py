@@ -78,7 +78,7 @@ def recorded(checkout: Path) -> dict[str, dict[str, int]]:
         marker = read_marker(tree) if tree.is_dir() else None
         peaks = peaks_of(tree) if marker else {}
         if marker and peaks:
-            out[str(marker.get("key"))] = peaks
+            out[marker.key] = peaks
     return out
 
 

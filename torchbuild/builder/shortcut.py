@@ -25,16 +25,20 @@ import hashlib
 import json
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, AbstractSet, Iterable, Mapping
 
 from .. import compat
 from ..run import run
+from ..wheels import record_rows, write_record
 from .ownership.cmaketrees import cache_entry, ninja_of
 from .ownership.moves import dist_metadata, editable_record
 from .ownership.uptodate import NEWEST_INPUT
 
 if TYPE_CHECKING:
+    from .drivers import Driver
+    from .ownership.records import Record
     from .plan import Plan
 
 IN_PLACE = (".py", ".pyi")
@@ -58,17 +62,12 @@ def ninja_inputs(explain: Iterable[str], build: Path, checkout: Path) -> set[str
     return named
 
 
-# What PyTorch's setup.py copies at every build (build_deps: "Use copies instead of symbolic files"): a change
-# to the original is stale in the copy until setup.py runs, though the original is Python imported in place
-VALGRIND = "{package}/utils/benchmark/utils/valgrind_wrapper"
-SETUP_COPIES = {"{package}/_utils_internal.py": "tools/shared/_utils_internal.py",
-                "third_party/valgrind-headers/callgrind.h": f"{VALGRIND}/callgrind.h",
-                "third_party/valgrind-headers/valgrind.h": f"{VALGRIND}/valgrind.h"}
-
-
-def refusal(changed: list[str], named: AbstractSet[str], package: str, outputs: Mapping[str, object]) -> str | None:
-    """Why the shortcut would not give what the whole build gives (None: it would)."""
-    copies = {k.format(package=package): v.format(package=package) for k, v in SETUP_COPIES.items()}
+def refusal(changed: list[str], named: AbstractSet[str], package: str, outputs: Mapping[str, object],
+            copies: Mapping[str, str] | None = None) -> str | None:
+    """Why the shortcut would not give what the whole build gives (None: it would); `copies`: what the build
+    driver copies at every build (PyTorch's setup.py: _utils_internal.py into tools/shared/), stale in the copy
+    until the driver runs."""
+    copies = copies or {}
     for path in changed:
         if path in outputs:
             continue  # the build's own file in the checkout (version.py, the .so files)
@@ -82,19 +81,14 @@ def refusal(changed: list[str], named: AbstractSet[str], package: str, outputs: 
     return None
 
 
-def commands(build: Path, env: Mapping[str, str], into: Path | None = None, strip: bool = False
+def commands(driver: Driver, build: Path, env: Mapping[str, str], into: Path | None = None, strip: bool = False
              ) -> list[list[str]] | None:
-    """setup.py's build step as tools/setup_helpers/cmake.py runs it; with `into` (scikit-build-core), CMake's
-    build and its install into that folder of the env, as the editable install puts it there. By `cmake` on
-    the build's PATH (`with_jobs` adds MAX_JOBS as it stands when the build starts)."""
+    """The build driver's own step in build/ (its `loop`), by `cmake` on the build's PATH (None: no cmake);
+    `with_jobs` adds MAX_JOBS as it stands when the build starts."""
     cmake = shutil.which("cmake", path=env.get("PATH"))
-    config = cache_entry(build, "CMAKE_BUILD_TYPE") or "Release"
     if cmake is None:
         return None
-    if into is None:
-        return [[cmake, "--build", ".", "--target", "install", "--config", config]]
-    return [[cmake, "--build", ".", "--config", config],
-            [cmake, "--install", ".", "--config", config, "--prefix", str(into), *(["--strip"] if strip else [])]]
+    return driver.loop(cmake, cache_entry(build, "CMAKE_BUILD_TYPE") or "Release", into, strip)
 
 
 def with_jobs(argv: list[str], env: Mapping[str, str | None]) -> list[str]:
@@ -102,8 +96,9 @@ def with_jobs(argv: list[str], env: Mapping[str, str | None]) -> list[str]:
     return [*argv, "-j", str(env["MAX_JOBS"])] if env.get("MAX_JOBS") and "--build" in argv else argv
 
 
-def whole_way(checkout: Path, build: Path, package: str, marker: Mapping[str, object], explained: list[str] | None,
-              now: Mapping[str, object], outputs: Mapping[str, object], into: Path | None = None) -> str | None:
+def whole_way(checkout: Path, build: Path, package: str, marker: Record, explained: list[str] | None,
+              now: Mapping[str, object], outputs: Mapping[str, object], into: Path | None = None,
+              copies: Mapping[str, str] | None = None) -> str | None:
     """Why this rebuild must go the whole way through setup.py (or pip) (None: the shortcut gives the same
     result). The caller has checked the stamp, the install and the tree's files in the checkout; `into`: the
     env's folder the editable install copied CMake's install into (scikit-build-core)."""
@@ -117,7 +112,7 @@ def whole_way(checkout: Path, build: Path, package: str, marker: Mapping[str, ob
         prefix = cache_entry(build, "CMAKE_INSTALL_PREFIX")
         if prefix is None or Path(prefix).resolve() != (checkout / package).resolve():
             return f"CMake does not install into {checkout / package}, the package folder (CMAKE_INSTALL_PREFIX)"
-    return off_graph(marker, now, package, outputs, ninja_inputs(explained, build, checkout))
+    return off_graph(marker, now, package, outputs, ninja_inputs(explained, build, checkout), copies)
 
 
 def manifest_files(build: Path, into: Path) -> set[str] | None:
@@ -138,12 +133,12 @@ def manifest_files(build: Path, into: Path) -> set[str] | None:
     return found
 
 
-def env_install_refusal(build: Path, marker: Mapping[str, object], into: Path) -> str | None:
+def env_install_refusal(build: Path, marker: Record, into: Path) -> str | None:
     """Why `cmake --install --prefix into` would not leave what the editable install left there."""
     cmake_files = manifest_files(build, into)
     if cmake_files is None:
         return "CMake's install manifest is missing or names a file outside the install prefix"
-    kept, prefix = marker.get("env_files"), marker.get("env_prefix")
+    kept, prefix = marker.env_files, marker.env_prefix
     ours = {(Path(str(prefix)) / p).relative_to(into).as_posix() for p in kept
             if (Path(str(prefix)) / p).is_relative_to(into)} if isinstance(kept, dict) and prefix else set()
     ours = {p for p in ours if not (p.split("/")[0].endswith((".dist-info", ".pth")) or p.startswith("_editable_"))}
@@ -152,15 +147,15 @@ def env_install_refusal(build: Path, marker: Mapping[str, object], into: Path) -
     return None
 
 
-def off_graph(marker: Mapping[str, object], now: Mapping[str, object], package: str, outputs: Mapping[str, object],
-              named: AbstractSet[str] = frozenset()) -> str | None:
+def off_graph(marker: Record, now: Mapping[str, object], package: str, outputs: Mapping[str, object],
+              named: AbstractSet[str] = frozenset(), copies: Mapping[str, str] | None = None) -> str | None:
     """Why a file changed since the tree's last complete build needs the whole build (None: every change
     is one ninja rebuilds from, `named`, Python imported in place, or the build's own output). With no
     ninja work, this is what keeps stub.c, tools/setup_helpers or a new file from passing as "up to date"."""
-    before = marker.get("worktree")
-    if not isinstance(before, dict):
+    before = marker.worktree
+    if before is None:
         return "the last build did not record the working tree"
-    return refusal(changed_since(before, now), named, package, outputs)
+    return refusal(changed_since(before, now), named, package, outputs, copies)
 
 
 # Across commits (`git switch`, `git pull`, a bisection's next step): the same shortcut, where the only input
@@ -175,7 +170,7 @@ def canonical(parts: Mapping[str, object]) -> str:
     return json.dumps({**parts, "tree": None}, sort_keys=True, default=str)
 
 
-def across(checkout: Path, marker: Mapping[str, object], parts: Mapping[str, object], package: str,
+def across(checkout: Path, marker: Record, parts: Mapping[str, object], package: str,
            record: Path | None, outputs: Mapping[str, object], maps_files: bool, path: str | None
            ) -> tuple[list[str], str | None]:
     """The files the commits since the tree's last complete build changed, and why the shortcut cannot build
@@ -200,16 +195,16 @@ def across(checkout: Path, marker: Mapping[str, object], parts: Mapping[str, obj
     return changed, None
 
 
-def commits(marker: Mapping[str, object], parts: Mapping[str, object]) -> tuple[dict[str, object], str | None,
+def commits(marker: Record, parts: Mapping[str, object]) -> tuple[dict[str, object], str | None,
                                                                                  object]:
     """The inputs of the tree's last complete build, the commit it built (None: no complete build) and HEAD's."""
-    old = marker.get("inputs")
-    was, now = (old if isinstance(old, dict) else {}).get("tree"), parts.get("tree")
-    built = str(was[0]) if isinstance(was, list) and was and marker.get("done") else None
-    return (old if isinstance(old, dict) else {}), built, now[0] if isinstance(now, list) and now else None
+    old = dict(marker.inputs or {})
+    was, now = old.get("tree"), parts.get("tree")
+    built = str(was[0]) if isinstance(was, list) and was and marker.done else None
+    return old, built, now[0] if isinstance(now, list) and now else None
 
 
-def crossing(plan: Plan, marker: Mapping[str, object], parts: Mapping[str, object], outputs: Mapping[str, object]
+def crossing(plan: Plan, marker: Record, parts: Mapping[str, object], outputs: Mapping[str, object]
              ) -> tuple[list[str], str | None, Path | None]:
     """`across` for the plan (the files the commits changed; "": the same commit, or no install of the
     checkout in the env to re-stamp; None: the shortcut may build it), and the install's RECORD."""
@@ -221,7 +216,7 @@ def crossing(plan: Plan, marker: Mapping[str, object], parts: Mapping[str, objec
     return changed, why, record
 
 
-def moved(marker: Mapping[str, object], parts: Mapping[str, object]) -> bool:
+def moved(marker: Record, parts: Mapping[str, object]) -> bool:
     """Whether HEAD is another commit than the tree's last complete build's."""
     _, was, now = commits(marker, parts)
     return was is not None and now is not None and was != now
@@ -270,28 +265,27 @@ def restamp(record: Path, version: str) -> Path:
     data = meta.encode()
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     rows = []
-    for row in record.read_text(errors="replace").splitlines():
-        path = row.rsplit(",", 2)[0]
-        if path == f"{info.name}/METADATA":
-            row = f"{moved.name}/METADATA,sha256={digest},{len(data)}"
-        elif path.startswith(f"{info.name}/"):
-            row = moved.name + row.removeprefix(info.name)
+    for row in record_rows(record):
+        if row[0] == f"{info.name}/METADATA":
+            row = [f"{moved.name}/METADATA", f"sha256={digest}", str(len(data))]
+        elif row[0].startswith(f"{info.name}/"):
+            row = [moved.name + row[0].removeprefix(info.name), *row[1:]]
         rows.append(row)
     if moved != info:
         info.rename(moved)
-    for file, text in (("METADATA", meta), ("RECORD", "\n".join(rows) + "\n")):
-        temp = moved / f".{file}.torchbuild"
-        temp.write_text(text)
-        temp.replace(moved / file)
+    temp = moved / ".METADATA.torchbuild"
+    temp.write_text(meta)
+    temp.replace(moved / "METADATA")
+    write_record(moved / "RECORD", rows)
     return moved / "RECORD"
 
 
-def with_commits(checkout: Path, marker: Mapping[str, object], committed: list[str]) -> Mapping[str, object]:
+def with_commits(checkout: Path, marker: Record, committed: list[str]) -> Record:
     """The last build's record as if the files the commits since changed had differed then, so that every
     check of the working tree against it sees them; a file that was an uncommitted edit then, and is that
     edit committed now (the same size and time), is as that build left it."""
-    before = marker.get("worktree")
-    if not committed or not isinstance(before, dict):
+    before = marker.worktree
+    if not committed or before is None:
         return marker
     state = dict(before)
     for path in committed:
@@ -304,4 +298,4 @@ def with_commits(checkout: Path, marker: Mapping[str, object], committed: list[s
             del state[path]
         else:
             state[path] = ["another commit"]
-    return {**marker, "worktree": state}
+    return replace(marker, worktree=state)

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import TorchbuildError
+from ..wheels import record_paths
 from .plan import Plan
 
 
@@ -20,9 +21,8 @@ def installed_core(plan: Plan) -> tuple[Path, list[str]]:
     LIBTORCH_PACKAGE_NAME): its site-packages and the files its RECORD lists."""
     for site in sorted(plan.env.prefix.glob("lib/python*/site-packages")):
         for info in site.glob("*_no_python-*.dist-info"):
-            record_file = info / "RECORD"
-            if record_file.is_file():
-                return site, [row.rsplit(",", 2)[0] for row in record_file.read_text().splitlines() if row]
+            if (info / "RECORD").is_file():
+                return site, record_paths(info / "RECORD")
     raise TorchbuildError(f"the Python part (BUILD_PYTHON_ONLY=1) builds against the core installed in its env, "
                           f"and {plan.env.prefix} has no {plan.package}_no_python",
                           "build the core first: inv build --part core --wheel, and install its wheel into that env "

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..config import Config
 from ..locks import locked
+from ..wheels import record_paths
 from . import STAMP, Env, default_name, envs_dir, expected_stamp, private, read
 from .requirements import pip_conf
 
@@ -42,10 +43,9 @@ def local_installs(prefix: Path) -> list[Path] | None:
         tops: dict[bool, set[str]] = {True: set(), False: set()}
         for info in site.glob("*.dist-info"):
             local = (info / "direct_url.json").is_file()
-            record = info / "RECORD"
-            for line in record.read_text(errors="replace").splitlines() if record.is_file() else []:
-                path = Path(os.path.normpath(site / line.rsplit(",", 2)[0]))
-                if not line or not path.is_relative_to(root):
+            for name in record_paths(info / "RECORD"):
+                path = Path(os.path.normpath(site / name))
+                if not path.is_relative_to(root):
                     continue
                 if path.is_relative_to(site) and path != site and path.relative_to(site).parts[0] != "__pycache__":
                     tops[local].add(path.relative_to(site).parts[0])

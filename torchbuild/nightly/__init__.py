@@ -128,25 +128,25 @@ def nightly(cfg: Config, request: NightlyRequest, base_env: Mapping[str, str]) -
         marker = records.read_marker(build)
         recorded = records.recorded_outputs(marker)
         pth = place.pth_file(env.python, package)
-        fresh = bool(marker and marker.get("done") == stamp and channels.in_place(checkout, recorded) and pth.is_file())
+        fresh = bool(marker and marker.done == stamp and channels.in_place(checkout, recorded) and pth.is_file())
         if not fresh:
             moves.remove(checkout, recorded)  # an older nightly's files: this one replaces them
-            records.write_marker(build, key, {}, None)
+            records.write_marker(build, records.Record(key))
             aside = state_dir(checkout) / "kept" / time.strftime("%Y%m%d-%H%M%S")
             with con.timed(f"place {wheel.path.name}'s compiled outputs into {checkout}"):
-                done = place.place(checkout, wheel.path, aside)
+                done = place.place(checkout, wheel.path, aside, package)
             placed = done.files
             if done.moved:
                 con.warn(f"{len(done.moved)} file(s) of your own stood where the nightly's go (no build of "
                          f"torchbuild's made them): moved, not overwritten, to {done.aside} "
                          f"({', '.join(done.moved[:3])}{', ...' if len(done.moved) > 3 else ''})")
-            records.write_marker(build, key, {}, None, files=placed)
+            records.write_marker(build, records.Record(key, outputs=placed))
             if wheel.requires:
                 with con.timed(f"install what {package} {wheel.version} requires ({len(wheel.requires)})"):
                     run([str(env.python), "-m", "pip", "--disable-pip-version-check", "install", "-q",
                          "--extra-index-url", url, *wheel.requires], env=pip_env)
             place.write_pth(pth, package, checkout)
-            records.write_marker(build, key, {}, stamp, files=placed)
+            records.write_marker(build, records.Record(key, done=stamp, outputs=placed))
     where = place.import_check(env.python, package, checkout)
     return Outcome(wheel, commit, ahead, native, env, where, fresh)
 

@@ -1,6 +1,6 @@
 """A nightly wheel's compiled outputs into the checkout, and the env made to import the checkout.
 
-What goes in: the wheel's files under the checkout's package folders that the checkout does not
+What goes in: the wheel's files under the package's folder (torch/) that the checkout does not
 track (tools/nightly.py's list, generalised: `torch/*.so`, `torch/lib`, `torch/include`, `torch/bin`,
 the `.pyi` files git does not track, `torch/version.py`, the generated test files). Never a file
 the checkout tracks; never a .py file git does not ignore (the wheel's copy of a module the checkout
@@ -23,11 +23,15 @@ from ..wheels import env_paths
 from .index import compiled_members, refuse_unsafe
 
 
-def package_folders(checkout: Path, wheel: Path) -> list[str]:
-    """The wheel's top-level folders the checkout has too (torch/, functorch/, ...)."""
+def package_folders(checkout: Path, wheel: Path, package: str) -> list[str]:
+    """The folders of the wheel that its files may go into: the package's own (torch/), as tools/nightly.py
+    places only what lies under it. Another top-level folder of the wheel (.git/, c10/, tools/) is never
+    written into, whatever the checkout has there."""
+    name = package.replace("-", "_")
     with zipfile.ZipFile(wheel) as whl:
-        tops = {n.split("/", 1)[0] for n in whl.namelist() if "/" in n}
-    return sorted(t for t in tops if (checkout / t).is_dir() and not t.endswith((".dist-info", ".data")))
+        ships = any(n.startswith(f"{name}/") for n in whl.namelist())
+    folder = checkout / name
+    return [name] if ships and folder.is_dir() and not folder.is_symlink() else []
 
 
 def _listed(checkout: Path, argv: list[str], names: list[str] | None = None) -> set[str]:
@@ -46,13 +50,13 @@ class Placed:
     moved: tuple[str, ...] = ()
 
 
-def place(checkout: Path, wheel: Path, aside: Path) -> Placed:
+def place(checkout: Path, wheel: Path, aside: Path, package: str) -> Placed:
     """Put the wheel's compiled outputs into the checkout. A file already where one goes (git ignores it,
     no build of torchbuild's recorded it: a header with notes, a library from a build by hand) is moved
     into `aside` first. All or nothing: a failure takes back what it placed and puts those files back."""
-    folders = package_folders(checkout, wheel)
+    folders = package_folders(checkout, wheel, package)
     if not folders:
-        raise TorchbuildError(f"{wheel.name} has no package folder the checkout has", "check nightly.package")
+        raise TorchbuildError(f"{wheel.name} has no {package}/ folder the checkout has", "check nightly.package")
     members = compiled_members(wheel, folders)
     refuse_unsafe(wheel, members)
     tracked = _listed(checkout, ["git", "ls-files", "-z", "--", *folders])

@@ -51,8 +51,8 @@ class Remembered:
     """Answers about programs kept in a JSON file, each by the programs' size and mtime: a build does not
     ask them again (a linker tried on the compiler, cmake's version) until one of them changes."""
 
-    def __init__(self, cache: Path | None) -> None:
-        self.cache = cache
+    def __init__(self, cache: Path | None, keep: bool = True) -> None:
+        self.cache, self.keep = cache, keep  # keep: False where nothing may be written (--dry-run, --explain)
         self.known: dict[str, dict[str, object]] = {}
         self.changed = False
         if cache and cache.is_file():
@@ -80,16 +80,17 @@ class Remembered:
         return self.known[text]
 
     def save(self) -> None:
-        if self.cache and self.changed:
+        if self.cache and self.changed and self.keep:
             self.cache.parent.mkdir(parents=True, exist_ok=True)
             part = self.cache.with_name(f"{self.cache.name}.{os.getpid()}.part")
             part.write_text(json.dumps(self.known, indent=1))
             os.replace(part, self.cache)  # builds side by side: each file whole
 
 
-def discover(cxx: str, env: Mapping[str, str], cache: Path | None = None) -> list[Linker]:
-    """The linkers on PATH, fastest first, each with whether `cxx` accepts it (remembered in `cache`)."""
-    remembered = Remembered(cache)
+def discover(cxx: str, env: Mapping[str, str], cache: Path | None = None, keep: bool = True) -> list[Linker]:
+    """The linkers on PATH, fastest first, each with whether `cxx` accepts it (remembered in `cache`; `keep`:
+    False where nothing may be written)."""
+    remembered = Remembered(cache, keep)
     found = []
     compiler = shutil.which(cxx, path=env.get("PATH")) or cxx
     for name in FASTEST_FIRST:
@@ -176,7 +177,7 @@ def build_changes(linker: Linker, cmake_version: str | None, base: Mapping[str, 
     return changes
 
 
-def cmake_version(prefix: Path, env: Mapping[str, str], cache: Path | None = None) -> str | None:
+def cmake_version(prefix: Path, env: Mapping[str, str], cache: Path | None = None, keep: bool = True) -> str | None:
     """The version of the cmake a build in this env runs (the env's own first; remembered in `cache`)."""
     cmake = shutil.which("cmake", path=str(prefix / "bin") + os.pathsep + env.get("PATH", ""))
     if not cmake:
@@ -187,7 +188,7 @@ def cmake_version(prefix: Path, env: Mapping[str, str], cache: Path | None = Non
         m = re.search(r"version (\d+\.\d+(?:\.\d+)?)", out)
         return {"version": m.group(1) if m else None}
 
-    remembered = Remembered(cache)
+    remembered = Remembered(cache, keep)
     version = remembered.get(["cmake", _ident(cmake)], ask, ("version",))["version"]
     remembered.save()
     return str(version) if version else None

@@ -70,6 +70,17 @@ class Driver:
         """The backend's own in-place build that can stand in for the editable install's rebuild (() for none)."""
         return ()
 
+    def copies(self, package: str) -> dict[str, str]:
+        """Files the driver copies elsewhere at every build (a change to the original stays stale in the copy
+        until it runs: the shortcut refuses it): none."""
+        return {}
+
+    def loop(self, cmake: str, config: str, into: Path | None, strip: bool) -> list[list[str]]:
+        """The driver's own step in its CMake tree after an edit, run without it (the shortcut): CMake's build of
+        the install target, which installs into the package folder (PyTorch's tools/setup_helpers/cmake.py:
+        `cmake --build . --target install`). `into`: where the editable install copied CMake's install."""
+        return [[cmake, "--build", ".", "--target", "install", "--config", config]]
+
     def develop(self, python: str, setuptools: str, build_type: str = "release") -> tuple[str, ...]:
         """The editable install: PEP 660 through pip, in the env as it is (no isolation)."""
         settings = [f"--config-settings={k}={v}" for k, v in self.config_settings(build_type).items()]

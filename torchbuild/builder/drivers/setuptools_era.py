@@ -11,6 +11,12 @@ from pathlib import Path
 from .base import Driver
 
 REDIRECT = "Redirecting 'python setup.py develop'"  # PyTorch 2.9+'s setup.py: develop runs pip install -e
+# What PyTorch's setup.py copies at every build (build_deps: "Use copies instead of symbolic files"): a change
+# to the original is stale in the copy until setup.py runs, though the original is Python imported in place
+VALGRIND = "{package}/utils/benchmark/utils/valgrind_wrapper"
+SETUP_COPIES = {"{package}/_utils_internal.py": "tools/shared/_utils_internal.py",
+                "third_party/valgrind-headers/callgrind.h": f"{VALGRIND}/callgrind.h",
+                "third_party/valgrind-headers/valgrind.h": f"{VALGRIND}/valgrind.h"}
 
 
 class SetuptoolsEra(Driver):
@@ -27,6 +33,9 @@ class SetuptoolsEra(Driver):
 
     def pytorch(self) -> bool:
         return True
+
+    def copies(self, package: str) -> dict[str, str]:
+        return {k.format(package=package): v.format(package=package) for k, v in SETUP_COPIES.items()}
 
     def forwards_cmake_variables(self) -> bool:
         return True  # tools/setup_helpers/cmake.py, at configure time

@@ -54,6 +54,14 @@ class ScikitBuildCore(Driver):
         return str(settings.get("wheel", {}).get("install-dir") or ""), \
             bool(strip) if isinstance(strip, bool) else CMAKE_BUILD_TYPE[build_type] in ("Release", "MinSizeRel")
 
+    def loop(self, cmake: str, config: str, into: Path | None, strip: bool) -> list[list[str]]:
+        """CMake's build, then its install into the env's folder the editable install copied it to, with the
+        backend's strip (no staging tree, no zip: #196619)."""
+        if into is None:
+            return super().loop(cmake, config, into, strip)
+        return [[cmake, "--build", ".", "--config", config],
+                [cmake, "--install", ".", "--config", config, "--prefix", str(into), *(["--strip"] if strip else [])]]
+
     def after_install(self, python: str) -> tuple[str, ...]:
         """PyTorch's native-AOT stage 2 where the checkout has it: `spin develop` runs it after pip, which
         does not (tools/native_aot/build_stage2.py; it skips by itself without CUDA or with TORCH_NATIVE_AOT=0)."""

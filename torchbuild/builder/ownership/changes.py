@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from ... import console as _console
 from ...digest import digest
 from ...run import run
 from ..cachestats import compile_commands
+from ..evidence import index_hidden
 from ..plan import COMPILER_ENVIRONMENT
 from .channels import tracked
 from .cmaketrees import ninja_of
@@ -25,8 +26,10 @@ from .records import OWN
 def worktree(checkout: Path, prefix: str = "") -> dict[str, list[int] | None]:
     """Every file git lists as changed, new or deleted, by size and mtime; a submodule with changes by
     its own files, recursively, whatever its `ignore =` line in .gitmodules says (PyTorch marks several
-    `ignore = dirty`: git status hides their edits). torchbuild's and the build's own folders (OWN: build/,
-    nox's .nox/ of `torchbuild matrix`) are left out by pathspec, so git never walks them."""
+    `ignore = dirty`: git status hides their edits); and every file an index bit hides from git status
+    (assume-unchanged, skip-worktree: sparse checkouts set it), whether it changed or not. torchbuild's and
+    the build's own folders (OWN: build/, nox's .nox/ of `torchbuild matrix`) are left out by pathspec, so git
+    never walks them."""
     own = [f":(exclude,top){name}" for name in OWN] if not prefix else []
     out = run(["git", "status", "--porcelain", "-z", "--untracked-files=all", "--ignore-submodules=none", "--",
                ".", *own], cwd=checkout, capture=True, echo=False, check=False).stdout
@@ -49,7 +52,18 @@ def worktree(checkout: Path, prefix: str = "") -> dict[str, list[int] | None]:
         except OSError:
             st = None
         entries[prefix + name] = [st.st_size, st.st_mtime_ns] if st and not os.path.isdir(where) else None
+    for name in index_hidden(checkout):  # assume-unchanged, skip-worktree: git status never lists their edits
+        if prefix + name not in entries:
+            entries[prefix + name] = stat_entry(checkout / name)
     return entries
+
+
+def stat_entry(path: Path) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return None if os.path.isdir(path) else [st.st_size, st.st_mtime_ns]
 
 
 def worktree_state(checkout: Path, changes: bool) -> list[object]:
@@ -105,22 +119,25 @@ def invalidate(trees: list[Path], sources: list[Path]) -> int:
     return removed
 
 
-def compiler_environment(old: Mapping[str, object] | None, new: Mapping[str, str], trees: list[Path]) -> str | None:
+def compiler_environment(old: Mapping[str, object] | None, new: Mapping[str, str]) -> str | None:
     """Where a variable the compiler reads as it runs changed since the tree's last configure (CPATH, ...:
-    ninja never sees it, so a rebuild would keep every object), every output of the trees is removed
-    (`ninja -t clean`), so each compiles again (the compiler cache serves what did not change); what was
-    done, for the terminal."""
+    ninja never sees it, so a rebuild would keep every object): what must be done, for the terminal (the
+    verdict then removes every output of the trees, `recompile_all`); None: none changed."""
     if old is None:
         return None
     changed = [k for k in COMPILER_ENVIRONMENT if old.get(k) != new.get(k)]
     if not changed:
         return None
+    return (f"{', '.join(changed)} changed: the compiler reads {'them' if len(changed) > 1 else 'it'} as it runs "
+            "and ninja does not, so every object is compiled again (the compiler cache serves what is the same)")
+
+
+def recompile_all(trees: Iterable[Path]) -> None:
+    """Remove every output of the trees' ninja graphs (`ninja -t clean`): each compiles again."""
     for tree in trees:
         ninja = ninja_of(tree)
         if ninja and (tree / "build.ninja").is_file():
             run([ninja, "-C", str(tree), "-t", "clean"], capture=True, echo=False, check=False)
-    return (f"{', '.join(changed)} changed: the compiler reads {'them' if len(changed) > 1 else 'it'} as it runs "
-            "and ninja does not, so every object is compiled again (the compiler cache serves what is the same)")
 
 
 SOURCE = (".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hh", ".hpp", ".inc", ".S", ".s", ".asm", ".mm")

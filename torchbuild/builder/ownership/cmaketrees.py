@@ -86,17 +86,16 @@ def _inside(folder: Path, depth: int) -> list[Path]:
     return trees
 
 
-def moved(trees: Iterable[Path], checkout: Path) -> list[str]:
+def moved_away(trees: Iterable[Path], checkout: Path) -> list[tuple[Path, str]]:
     """Trees configured for sources outside this checkout (a copied or moved checkout: they would build the
-    other one): CMake's generated files go, so each configures again here. What was found, for the terminal."""
-    reasons = []
+    other one), each with what was found, for the terminal: their CMake files must go (`start_over`)."""
+    found = []
     for tree in trees:
         source = configured_for(tree)
         if source is not None and not source.is_relative_to(checkout.resolve()):
             name = "" if tree == checkout / "build" else f" {tree.relative_to(checkout).as_posix()}"
-            reasons.append(f"the tree{name} was configured for {source}")
-            shutil.rmtree(tree / "CMakeFiles", ignore_errors=True)
-    return reasons
+            found.append((tree, f"the tree{name} was configured for {source}"))
+    return found
 
 
 def forget(trees: Iterable[Path]) -> bool:

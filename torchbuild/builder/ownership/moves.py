@@ -109,11 +109,15 @@ def tidy(checkout: Path, names: Iterable[str]) -> None:
 
 
 def kept_files(folder: Path) -> list[str]:
-    """The files a kept tree's stash holds, relative to it (a link in it is nobody's: never followed)."""
+    """The files a kept tree's stash holds, relative to it. A link in it (or the stash itself a link) is
+    nobody's: never followed, never moved back (the build would write through it, outside the checkout)."""
+    if folder.is_symlink():
+        return []
     out = []
     for root, dirs, files in os.walk(folder):
         dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
-        out += [(Path(root) / f).relative_to(folder).as_posix() for f in files]
+        out += [(Path(root) / f).relative_to(folder).as_posix() for f in files
+                if not os.path.islink(os.path.join(root, f))]
     return sorted(n for n in out if safe_name(n))
 
 
@@ -184,7 +188,9 @@ def stash_env(tree: Path, prefix: Path, checkout: Path, recorded: Mapping[str, o
         if within(src, prefix) and stat_of(src) == stat:
             moves.move(src, tree / ENV_STASH / name)
             moved.append(name)
-    for name in moved:  # the dist-info's folder and the package's, where nothing else is left in them
+    drop_bytecode(prefix / name for name in moved if name.endswith(".py"))  # else <package>/__pycache__ stays:
+    for name in moved:  # an empty namespace package that shadows the next install. Then the dist-info's folder
+        prune((prefix / name).parent / "__pycache__", prefix)  # and the package's, where nothing else is left
         prune((prefix / name).parent, prefix)
     return len(moved)
 
@@ -225,6 +231,19 @@ def python_side_kept(checkout: Path, recorded: Mapping[str, object]) -> Iterator
                 if not path.is_file() or path.read_bytes() != data:
                     path.write_bytes(data)
                 os.utime(path, ns=(atime, mtime))
+
+
+def drop_bytecode(sources: Iterable[Path]) -> int:
+    """Remove Python's cached bytecode of these sources (`__pycache__/<stem>.*.pyc`): Python trusts a cache by
+    its source's size and mtime in whole seconds, so a file rewritten at the same size within the second the
+    cache was written (version.py at another commit) would import as before. How many were removed."""
+    dropped = 0
+    for source in sources:
+        for cached in source.parent.glob(f"__pycache__/{source.stem}.*.pyc"):
+            with contextlib.suppress(OSError):
+                cached.unlink()
+                dropped += 1
+    return dropped
 
 
 def dist_metadata(record: Path | None) -> dict[str, str]:

@@ -13,11 +13,13 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Mapping
 
 from ...console import SECRET_NAME
 from ...digest import digest
+from ..evidence import Evidence, from_record
 
 MARKER = ".torchbuild.json"
 
@@ -68,7 +70,35 @@ def stat_of(path: Path) -> list[int] | None:
     return [st.st_size, st.st_mtime_ns] if os.path.isfile(path) and not os.path.islink(path) else None
 
 
-def read_marker(tree: Path) -> dict[str, object] | None:
+@dataclass(frozen=True)
+class Record:
+    """A configuration's record, as the marker in its tree keeps it (`.torchbuild.json`, validated on read)."""
+
+    key: str  # the configuration (py3.12-cu130-release)
+    configure: Mapping[str, str] = field(default_factory=dict)  # its configure environment, a secret by digest
+    done: str | None = None  # the inputs stamp of its last complete build (None: the last did not finish)
+    remedies: Mapping[str, str] = field(default_factory=dict)  # known failures' fixes, kept by its later builds
+    wheel: tuple[str, int, int] | None = None  # the wheel it made: path, size, mtime
+    outputs: Mapping[str, list[int]] = field(default_factory=dict)  # its files in the checkout (channels.py)
+    worktree: Mapping[str, object] | None = None  # the working tree's changes as its last build began
+    env_files: Mapping[str, list[int]] | None = None  # what its editable install put into the env
+    env_prefix: str | None = None  # that env, the env_files' paths relative to it
+    trees: tuple[str, ...] = ()  # the CMake trees its builds configured (CMake's log names them)
+    inputs: Mapping[str, object] | None = None  # what its stamp was made of (the terminal says which changed)
+    folders: Mapping[str, str] = field(default_factory=dict)  # the source names in each folder it compiles from
+    evidence: Evidence = field(default_factory=Evidence)  # what its build read that git cannot vouch for
+
+    def as_json(self) -> dict[str, object]:
+        return {"key": self.key, "configure": kept_values(self.configure), "done": self.done,
+                "remedies": dict(self.remedies), "wheel": list(self.wheel) if self.wheel else None,
+                "outputs": dict(self.outputs), "worktree": dict(self.worktree) if self.worktree is not None else None,
+                "env_files": dict(self.env_files) if self.env_files is not None else None,
+                "env_prefix": self.env_prefix if self.env_files is not None else None, "trees": list(self.trees),
+                "inputs": dict(self.inputs) if self.inputs is not None and self.done else None,
+                "folders": dict(self.folders), "evidence": self.evidence.as_record()}
+
+
+def read_marker(tree: Path) -> Record | None:
     """The tree's record, validated (None: none, unreadable, or one that cannot be trusted: a key that is
     not a configuration name, a file outside the checkout or env it describes). A record of an older
     torchbuild that named env files by absolute path keeps no env files (the build goes the whole way)."""
@@ -79,51 +109,39 @@ def read_marker(tree: Path) -> dict[str, object] | None:
     return valid_marker(data)
 
 
-def valid_marker(data: object) -> dict[str, object] | None:
+def valid_marker(data: object) -> Record | None:
     """A marker's data as torchbuild trusts it, or None (see read_marker)."""
     if not isinstance(data, dict):
         return None
-    key = data.get("key")
+    key, trees, wheel = data.get("key"), data.get("trees") or [], data.get("wheel")
     if not isinstance(key, str) or not KEY_RE.fullmatch(key) or ".." in key:
         return None
     if not valid_stats(data.get("outputs") or {}) or not isinstance(data.get("configure") or {}, dict) \
-            or not isinstance(data.get("remedies") or {}, dict):
+            or not isinstance(data.get("remedies") or {}, dict) or not isinstance(data.get("folders") or {}, dict):
         return None
-    trees = data.get("trees") or []
     if not isinstance(trees, list) or not all(tree_name(t) for t in trees):
         return None
     env, prefix = data.get("env_files"), data.get("env_prefix")
     if env is not None and not (isinstance(prefix, str) and os.path.isabs(prefix) and valid_stats(env)):
-        if isinstance(env, dict) and any(isinstance(k, str) and os.path.isabs(k) for k in env):
-            data = {**data, "env_files": None, "env_prefix": None}  # an older torchbuild's record
-        else:
+        if not (isinstance(env, dict) and any(isinstance(k, str) and os.path.isabs(k) for k in env)):
             return None
-    return data
+        env, prefix = None, None  # an older torchbuild's record
+    done, worktree, inputs = data.get("done"), data.get("worktree"), data.get("inputs")
+    return Record(key, {str(k): str(v) for k, v in (data.get("configure") or {}).items()},
+                  done if isinstance(done, str) else None,
+                  {str(k): str(v) for k, v in (data.get("remedies") or {}).items()},
+                  (str(wheel[0]), wheel[1], wheel[2]) if isinstance(wheel, list) and len(wheel) == 3 else None,
+                  dict(data.get("outputs") or {}), worktree if isinstance(worktree, dict) else None,
+                  env, prefix if env is not None else None, tuple(trees),
+                  inputs if isinstance(inputs, dict) else None,
+                  {str(k): str(v) for k, v in (data.get("folders") or {}).items()}, from_record(data.get("evidence")))
 
 
-def write_marker(build: Path, key: str, configure: Mapping[str, str], done: str | None,
-                 remedies: Mapping[str, str] | None = None, wheel: Path | None = None,
-                 files: Mapping[str, object] | None = None, worktree: Mapping[str, object] | None = None,
-                 env_files: Mapping[str, object] | None = None, env: Path | None = None,
-                 trees: list[str] | None = None, inputs: Mapping[str, object] | None = None,
-                 folders: Mapping[str, str] | None = None) -> None:
-    """Record which configuration a tree holds, how it was configured (a secret's value as a digest),
-    its last complete inputs, the remedies (known-failure fixes) applied to it, which its later builds
-    keep, the wheel it made, its files in the checkout (channels.py), the working tree's changed files
-    as the last complete build began (shortcut.py), the files its editable install put into the env
-    (scikit-build-core: the compiled outputs live there), relative to that env, the CMake trees its builds
-    configured (CMake's log names them), what its stamp was made of (`inputs`: the terminal says which
-    changed), and the source names in each folder it compiles from (`folders`: a glob may read a new one).
-    Written to a temporary file first: a marker is whole or absent."""
-    data = {"key": key, "configure": kept_values(configure), "done": done, "remedies": dict(remedies or {}),
-            "wheel": wheel_id(wheel) if wheel else None, "outputs": dict(files or {}),
-            "worktree": dict(worktree) if worktree is not None else None,
-            "env_files": dict(env_files) if env_files is not None else None,
-            "env_prefix": str(env) if env is not None and env_files is not None else None,
-            "trees": list(trees or []), "inputs": dict(inputs) if inputs is not None and done else None,
-            "folders": dict(folders or {})}
+def write_marker(build: Path, record: Record) -> None:
+    """Keep the configuration's record in its tree (a secret's value as a digest). Written to a temporary
+    file first: a marker is whole or absent."""
     tmp = build / f"{MARKER}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(data, indent=2))
+    tmp.write_text(json.dumps(record.as_json(), indent=2))
     tmp.replace(build / MARKER)
 
 
@@ -132,44 +150,44 @@ def kept_values(variables: Mapping[str, str]) -> dict[str, str]:
     return {k: f"digest:{digest(v)[:16]}" if SECRET_NAME.search(k) else v for k, v in variables.items()}
 
 
-def recorded_outputs(marker: Mapping[str, object] | None) -> dict[str, object]:
+def recorded_evidence(marker: Record | None) -> Evidence:
+    """What the configuration's last build read that git cannot vouch for, by content (evidence.py)."""
+    return marker.evidence if marker else Evidence()
+
+
+def recorded_outputs(marker: Record | None) -> dict[str, list[int]]:
     """The configuration's files in the checkout, as its tree's marker records them."""
-    files = marker.get("outputs") if marker else None
-    return dict(files) if isinstance(files, dict) else {}
+    return dict(marker.outputs) if marker else {}
 
 
-def env_recorded(marker: Mapping[str, object] | None) -> dict[str, object]:
+def env_recorded(marker: Record | None) -> dict[str, object]:
     """The files the configuration's editable install put into the env, as its tree's marker records them."""
-    files = marker.get("env_files") if marker else None
-    return dict(files) if isinstance(files, dict) else {}
+    return dict(marker.env_files) if marker and marker.env_files is not None else {}
 
 
-def env_prefix(marker: Mapping[str, object] | None) -> Path | None:
+def env_prefix(marker: Record | None) -> Path | None:
     """The env the configuration's editable install went into, as its marker records it."""
-    prefix = marker.get("env_prefix") if marker else None
-    return Path(prefix) if isinstance(prefix, str) else None
+    return Path(marker.env_prefix) if marker and marker.env_prefix else None
 
 
-def configured_trees(marker: Mapping[str, object] | None) -> list[str]:
+def configured_trees(marker: Record | None) -> list[str]:
     """The CMake trees the configuration's builds configured (in build/ and outside it), as its marker
     records them (CMake's "Build files have been written to" in their logs)."""
-    trees = marker.get("trees") if marker else None
-    return [str(t) for t in trees] if isinstance(trees, list) else []
+    return list(marker.trees) if marker else []
 
 
-def wheel_id(wheel: Path) -> list[object]:
+def wheel_id(wheel: Path) -> tuple[str, int, int]:
     """A wheel file as the marker keeps it: path, size and mtime (a rebuilt or replaced wheel differs)."""
     st = wheel.stat()
-    return [str(wheel), st.st_size, st.st_mtime_ns]
+    return (str(wheel), st.st_size, st.st_mtime_ns)
 
 
-def kept_wheel(marker: Mapping[str, object] | None) -> Path | None:
+def kept_wheel(marker: Record | None) -> Path | None:
     """The wheel the tree's last build made, if it is still there unchanged."""
-    recorded = marker.get("wheel") if marker else None
-    if not isinstance(recorded, list) or not recorded:
+    if not marker or not marker.wheel:
         return None
-    wheel = Path(str(recorded[0]))
-    return wheel if wheel.exists() and wheel_id(wheel) == recorded else None
+    wheel = Path(marker.wheel[0])
+    return wheel if wheel.exists() and wheel_id(wheel) == marker.wheel else None
 
 
 def configure_changes(old: Mapping[str, object] | None, new: Mapping[str, str]) -> list[str]:

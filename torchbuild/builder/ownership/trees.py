@@ -13,30 +13,32 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Sequence
 
 from ...errors import TorchbuildError
 from ...locks import STATE, checkout_lock
 from ...run import run
 from . import cmaketrees, moves
-from .records import FOREIGN, KEY_RE, configured_trees, env_prefix, env_recorded, read_marker, recorded_outputs
+from .records import FOREIGN, KEY_RE, Record, configured_trees, env_prefix, env_recorded, read_marker, recorded_outputs
 
 
 def trees_dir(checkout: Path) -> Path:
     return checkout / STATE / "trees"
 
 
-def activate_tree(checkout: Path, key: str) -> str | None:
-    """Put `key`'s tree at build/ (keeping the current one, with its files from the checkout and the env,
-    in .torchbuild/trees/); return what happened, or None. All or nothing: a move that fails puts back
+def activate_tree(checkout: Path, key: str, env: Path | None = None) -> str | None:
+    """Put `key`'s tree at build/ (keeping the current one, with its files from the checkout, in
+    .torchbuild/trees/); return what happened, or None. The current one's files in an env go with it only
+    when `key` installs into that same env (its kept record's env, else `env`): configurations of different
+    envs (another Python) coexist, each importable in its own. All or nothing: a move that fails puts back
     every move before it and raises."""
     build = checkout / "build"
     stash = trees_dir(checkout)
     current = read_marker(build) if build.exists() else None
-    if build.exists() and current and current.get("key") == key:
+    if build.exists() and current and current.key == key:
         return None
+    refuse_links([stash, stash / key, *([stash / current.key] if current else [])])
     stash.mkdir(parents=True, exist_ok=True)
-    message = []
     journal = moves.Moves()
     kept = (stash / key).exists()
     empty = build.is_dir() and not any(build.iterdir())  # nothing of anyone's: used as it is (a link to a disk)
@@ -44,39 +46,13 @@ def activate_tree(checkout: Path, key: str) -> str | None:
         build.rmdir()
     users = not_ours(build, current, checkout) if current else []  # the project's own trees in build/: they stay
     held = stash / f".held-{os.getpid()}"
+    coming = (env_prefix(read_marker(stash / key)) if kept else None) or env
     try:
         for tree in users:
             journal.move(tree, held / tree.relative_to(build))
-        if (build.exists() or build.is_symlink()) and not (empty and not kept):
-            old = str(current["key"]) if current else f"{FOREIGN}{time.strftime('%Y%m%d-%H%M%S')}"
-            target = stash / old
-            while not current and (target.exists() or target.is_symlink()):  # two in one second: never onto another
-                target = stash / f"{old}-{time.time_ns() % 10 ** 6}"
-            if target.exists() and current:
-                shutil.rmtree(target)
-            moved = moves.stash(checkout, build, recorded_outputs(current), journal) if current else 0
-            prefix = env_prefix(current)
-            from_env = moves.stash_env(build, prefix, checkout, env_recorded(current), journal) \
-                if current and prefix else 0
-            journal.move(build, target)
-            moves.tidy(checkout, recorded_outputs(current))
-            message.append(f"kept the {old} tree in {target}" + (f" with its {moved} file(s) from the checkout"
-                                                                  if moved else "")
-                           + (f" and its {from_env} file(s) from the env" if from_env else "") if current else
-                           f"build/ was not made by torchbuild: moved it, untouched, to {target} (to bring it "
-                           f"back: inv clean && mv {target} {build})")
-        if (stash / key).exists() and read_marker(stash / key):
-            journal.move(stash / key, build)
-            restored = read_marker(build)
-            moved, why = moves.restore(checkout, build, journal)
-            prefix = env_prefix(restored)
-            to_env, env_why = moves.restore_env(build, prefix, checkout, journal) if prefix else (0, None)
-            message.append(f"restored the {key} tree" + (f" and its {moved} file(s) in the checkout" if moved else "")
-                           + (f" and its {to_env} in the env" if to_env else "")
-                           + "".join(f" (its files were not put back: {w}; the build goes the whole way)"
-                                     for w in (why, env_why) if w))
-        else:
-            message.append(f"new tree for {key}")
+        message = [keep_current(checkout, current, coming, journal)] \
+            if (build.exists() or build.is_symlink()) and not (empty and not kept) else []
+        message.append(bring_back(checkout, key, journal) if read_marker(stash / key) else f"new tree for {key}")
         for tree in users:
             journal.move(held / tree.relative_to(build), tree)
         if users:
@@ -89,6 +65,56 @@ def activate_tree(checkout: Path, key: str) -> str | None:
     return "; ".join(message)
 
 
+def keep_current(checkout: Path, current: Record | None, coming: Path | None,
+                 journal: moves.Moves) -> str:
+    """Move build/ into the kept trees with its files from the checkout, and from the env where the coming
+    configuration installs into that env (`coming`: its env; None: not known); a build/ torchbuild did not
+    make is moved aside whole, untouched. What happened, for the terminal."""
+    build, stash = checkout / "build", trees_dir(checkout)
+    old = current.key if current else f"{FOREIGN}{time.strftime('%Y%m%d-%H%M%S')}"
+    target = stash / old
+    while not current and (target.exists() or target.is_symlink()):  # two in one second: never onto another
+        target = stash / f"{old}-{time.time_ns() % 10 ** 6}"
+    if current is None:
+        journal.move(build, target)
+        return f"build/ was not made by torchbuild: moved it, untouched, to {target} (to bring it back: inv " \
+               f"clean && mv {target} {build})"
+    if target.exists():
+        shutil.rmtree(target)
+    moved = moves.stash(checkout, build, recorded_outputs(current), journal)
+    prefix = env_prefix(current)
+    same_env = prefix is not None and coming in (None, prefix)
+    from_env = moves.stash_env(build, prefix, checkout, env_recorded(current), journal) if prefix and same_env \
+        else 0
+    journal.move(build, target)
+    moves.tidy(checkout, recorded_outputs(current))
+    return f"kept the {old} tree in {target}" + (f" with its {moved} file(s) from the checkout" if moved else "") \
+        + (f" and its {from_env} file(s) from the env" if from_env else "")
+
+
+def bring_back(checkout: Path, key: str, journal: moves.Moves) -> str:
+    """Move `key`'s kept tree to build/ and its files back into the checkout and its env, all or none of each.
+    What happened, for the terminal."""
+    build = checkout / "build"
+    journal.move(trees_dir(checkout) / key, build)
+    moved, why = moves.restore(checkout, build, journal)
+    prefix = env_prefix(read_marker(build))
+    to_env, env_why = moves.restore_env(build, prefix, checkout, journal) if prefix else (0, None)
+    return f"restored the {key} tree" + (f" and its {moved} file(s) in the checkout" if moved else "") \
+        + (f" and its {to_env} in the env" if to_env else "") \
+        + "".join(f" (its files were not put back: {w}; the build goes the whole way)" for w in (why, env_why) if w)
+
+
+def refuse_links(places: Sequence[Path]) -> None:
+    """A kept tree's place that is a link torchbuild did not make (it keeps trees by renaming folders): never
+    followed, so nothing is built, moved or removed through it."""
+    for place in places:
+        if place.is_symlink():
+            raise TorchbuildError(f"{place} is a link to {os.path.realpath(place)}, which torchbuild did not make: "
+                                  "a kept tree is a folder; nothing was moved",
+                                  f"remove the link (rm {place}), then run the command again")
+
+
 def build_lock(checkout: Path) -> contextlib.AbstractContextManager[None]:
     """One build (or clean, or patching) per checkout at a time; the second waits and says so."""
     return checkout_lock(checkout, f"building in {checkout}", f"another build is running in {checkout}")
@@ -99,12 +125,12 @@ def remove_tree(checkout: Path, key: str) -> int:
     return sum(gone[1] for gone in clean(checkout, key=key, locked=False, missing_ok=True, unmap_install=False)[0])
 
 
-def unmap(checkout: Path, marker: Mapping[str, object]) -> str | None:
+def unmap(checkout: Path, marker: Record) -> str | None:
     """Uninstall the editable install of the checkout from the env the configuration built into (its marker's
     python), once its compiled files in the checkout are gone: it would import a package without them. The
     env named where it was uninstalled; None where it holds no install of this checkout."""
-    configure = marker.get("configure")
-    python = Path(str(configure.get("python"))) if isinstance(configure, dict) and configure.get("python") else None
+    configure = marker.configure
+    python = Path(configure["python"]) if configure.get("python") else None
     prefix = python.parent.parent if python else None
     record = moves.editable_record(prefix, checkout) if prefix and python and python.is_file() else None
     if record is None or python is None:
@@ -141,7 +167,7 @@ def remove_tree_folder(tree: Path, keep: Sequence[Path] = ()) -> None:
             entry.unlink()
 
 
-def not_ours(tree: Path, marker: Mapping[str, object], checkout: Path) -> list[Path]:
+def not_ours(tree: Path, marker: Record, checkout: Path) -> list[Path]:
     """CMake trees of this project inside a configuration's tree that none of its builds configured (the user's
     own `pip install -e .` into a project's default build-dir, `build/{wheel_tag}`): never removed."""
     ours = set(configured_trees(marker))
@@ -166,7 +192,7 @@ def clean(checkout: Path, all_trees: bool = False, key: str | None = None, dry_r
     with build_lock(checkout) if locked else contextlib.nullcontext():
         for tree in trees:
             marker = read_marker(tree)
-            name = str(marker["key"]) if marker else tree.name
+            name = marker.key if marker else tree.name
             wanted = all_trees or (name == key if key else tree == build)
             if not wanted:
                 continue
@@ -184,6 +210,6 @@ def clean(checkout: Path, all_trees: bool = False, key: str | None = None, dry_r
                 uninstalled = unmap(checkout, marker) if files and unmap_install else None
             removed.append((f"{name} ({tree})", size - sum(tree_size(u) for u in users), files, uninstalled))
     if key and not removed and not missing_ok:
-        known = sorted(str(m["key"]) for tree in trees if (m := read_marker(tree)))
+        known = sorted(m.key for tree in trees if (m := read_marker(tree)))
         raise TorchbuildError(f"no build tree for configuration '{key}'", f"known: {', '.join(known) or 'none'}")
     return removed, kept

@@ -11,17 +11,19 @@ import os
 import re
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from ...digest import digest
 from ...run import run
+from ...wheels import record_paths
 from ..plan import Plan
 from ..split import installed_core
 from .changes import worktree_state
 from .cmaketrees import cache_entry, ninja_of
 from .moves import editable_record
-from .records import kept_values
+from .records import Record, kept_values
 
 # `ninja -n -d explain` on a tree whose only work is an always-run target (PyTorch's gen_torch_version,
 # CMake's install): the target's symbolic output under CMakeFiles/ never exists.
@@ -57,15 +59,15 @@ def inputs_stamp(plan: Plan) -> str:
     return digest(stamp_parts(plan))
 
 
-def why_whole_way(marker: Mapping[str, object], parts: Mapping[str, object], in_place: bool,
+def why_whole_way(marker: Record, parts: Mapping[str, object], in_place: bool,
                   installed: bool) -> str:
     """Why a configuration with a tree is not up to date, for the terminal: the first that holds of the
     last build not finishing, an input changed (which), its files not in place, the env's install not its."""
-    if marker.get("done") is None:
+    if marker.done is None:
         return "the last build of this configuration did not finish (it failed, was stopped, or a source changed " \
                "while it ran)"
-    old = marker.get("inputs")
-    if marker.get("done") != digest(parts):
+    old = marker.inputs
+    if marker.done != digest(parts):
         if not isinstance(old, dict):
             return "its inputs changed since its last complete build"
         was, now = as_dict(old.get("files")), as_dict(parts["files"])
@@ -97,18 +99,38 @@ def as_list(value: object) -> list[object]:
     return list(value) if isinstance(value, list) else []
 
 
-def pending(trees: Iterable[Path], plan: Plan, base_env: Mapping[str, str]) -> list[str] | None:
-    """`ninja -n -d explain`'s lines in each of the configuration's CMake trees (cmaketrees.py): why each
-    output would be rebuilt, the newest input by its absolute path (None: no tree, or one without ninja)."""
-    trees, lines = list(trees), []
+@dataclass(frozen=True)
+class NinjaWork:
+    """What a configuration's trees would redo: ninja's explain lines (each newest input by its absolute path),
+    the outputs of the steps it would run, whether CMake would configure again first (the steps are then the
+    tree's as it stands, behind that), and what says so (for the up-to-date line)."""
+
+    lines: tuple[str, ...]
+    steps: tuple[str, ...]
+    reconfigure: bool = False
+    source: str = "ninja has no work"
+
+
+def ninja_work(trees: Iterable[Path], plan: Plan, base_env: Mapping[str, str],
+               source: str = "ninja has no work") -> NinjaWork | None:
+    """`ninja -n -d explain` in each of the configuration's CMake trees (cmaketrees.py); where CMake would run
+    again first, the steps behind it too (`past_regeneration`). None: no tree, or one without ninja."""
+    trees, lines, steps, reconfigure = list(trees), [], [], False
     if not trees:
         return None
     for tree in trees:
         asked = ninja_dry_run(tree, plan, base_env)
         if asked is None:
             return None
+        if any(s.startswith("Re-running CMake") for s in asked[1]):  # ninja -n stops there: what follows it
+            reconfigure = True
+            ninja = ninja_of(tree, str(plan.changes.get("PATH") or base_env.get("PATH", "")))
+            behind = past_regeneration(ninja, tree) if ninja else None
+            asked = (asked[0] + behind[0], behind[1]) if behind else asked
         lines += [absolute_input(line, tree) for line in asked[0]]
-    return lines
+        steps += [s.split()[-1] for s in asked[1] if s.split() and not s.startswith(
+            ("Regenerating", "No work", "Re-running CMake", "Re-checking globbed"))]
+    return NinjaWork(tuple(lines), tuple(steps), reconfigure, source)
 
 
 # A generator that writes its output only when its content changes (restat = 1: torchgen, CMake's custom commands)
@@ -207,12 +229,12 @@ def nothing_to_do(explained: list[str] | None) -> bool:
         GLOB_CHECK.search(line) or "build.ninja" in line)) for line in explained)  # CMake's own runs are work
 
 
-def installed(plan: Plan, marker: Mapping[str, object] | None = None) -> bool:
+def installed(plan: Plan, marker: Record | None = None) -> bool:
     """The env imports the package from this checkout, and from nowhere else, and its extensions exist
     (where the driver installs them into the env: the files this tree's last build put there, unchanged)."""
     if plan.outputs_in_env:
-        kept = marker.get("env_files") if marker else None
-        same_env = bool(marker) and str(marker.get("env_prefix")) == str(plan.env.prefix)  # type: ignore[union-attr]
+        kept = dict(marker.env_files) if marker and marker.env_files is not None else None
+        same_env = marker is not None and str(marker.env_prefix) == str(plan.env.prefix)
         return isinstance(kept, dict) and bool(kept) and same_env and kept == env_files(plan) \
             and redirected_into(plan.env.prefix, plan.checkout)
     served = set()
@@ -268,8 +290,7 @@ def env_files(plan: Plan) -> dict[str, list[int]]:
         return {}
     site, prefix = record.parent.parent, plan.env.prefix
     out: dict[str, list[int]] = {}
-    for row in record.read_text(errors="replace").splitlines():
-        rel = row.rsplit(",", 2)[0]
+    for rel in record_paths(record):
         path = Path(os.path.normpath(site / rel))
         if not rel or rel.endswith(".pyc") or "__pycache__" in rel or not path.is_relative_to(prefix):
             continue

@@ -1,0 +1,307 @@
+"""The one decision: what is stale in a configuration and what its build will run.
+
+`decide` reads the configuration's state once (its record, its trees, the working tree, ninja's dry run,
+the evidence its last build recorded) and returns a `Verdict`: up to date, a switch, the shortcut (CMake's
+build and install in build/, without pip), the in-place build (setuptools' build_ext with build_temp kept),
+or the whole way through the build driver, with its reasons, the exact commands, and what must happen
+before them (a configure from scratch, objects whose inputs changed though ninja's clock says not). The
+build executes it (execute.py), `--explain` prices it (explain.py) and `--dry-run` prints it: nothing else
+decides whether a configuration is up to date. Deciding changes nothing on disk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from pathlib import Path
+from typing import Mapping
+
+from ..digest import digest
+from ..run import merged_env
+from . import against, inplace, shortcut
+from .evidence import Evidence, stale_outputs
+from .ownership import channels, cmaketrees
+from .ownership.changes import compiler_environment, sources_added, worktree
+from .ownership.records import (
+    Record,
+    configure_changes,
+    configured_trees,
+    kept_wheel,
+    read_marker,
+    recorded_evidence,
+    recorded_outputs,
+)
+from .ownership.trees import trees_dir
+from .ownership.uptodate import (
+    NinjaWork,
+    env_install_dir,
+    installed,
+    ninja_work,
+    nothing_to_do,
+    stamp_parts,
+    why_whole_way,
+)
+from .plan import Plan, affects_configure
+from .request import BuildRequest
+
+TRUE = ("1", "on", "true", "yes", "y")
+
+
+class Way(Enum):
+    UP_TO_DATE = "up to date"
+    SWITCH = "switch"
+    SHORTCUT = "shortcut"
+    IN_PLACE = "in place"
+    WHOLE_WAY = "the whole way"
+
+
+@dataclass(frozen=True)
+class Command:
+    argv: tuple[str, ...]
+    cwd: Path
+
+
+@dataclass(frozen=True)
+class State:
+    """The configuration's tree in build/ as its build finds it, read once."""
+
+    marker: Record | None
+    remedies: Mapping[str, str]
+    files: Mapping[str, list[int]]  # its files in the checkout, as its record keeps them
+    configured: tuple[str, ...]  # the CMake trees its builds configured (relative to the checkout)
+    trees: tuple[Path, ...]  # those trees, found
+    parts: Mapping[str, object]  # what the inputs stamp is made of now
+    worktree: Mapping[str, object] | None  # the working tree as git lists it now (None: a wheel, or no git)
+
+    @property
+    def stamp(self) -> str:
+        return digest(self.parts)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    way: Way
+    why: str
+    through: str = ""  # the whole way's driver where the shortcut was refused: "through pip"
+    said: tuple[str, ...] = ()  # what the build says before it runs (a crossing of commits, a relink)
+    commands: tuple[Command, ...] = ()
+    work: NinjaWork | None = None  # what ninja (or the depfiles) say the build redoes; None: not asked
+    forget: tuple[Path, ...] = ()  # CMake trees whose cache goes first: a configure from scratch
+    moved: tuple[Path, ...] = ()  # trees configured for another checkout: their CMakeFiles go too
+    recompile: tuple[Path, ...] = ()  # trees whose every output goes (a variable the compiler reads changed)
+    stale: tuple[Path, ...] = ()  # outputs whose inputs changed by content where ninja's clock says not
+    marker: Record | None = None  # the record as the build checks edits against it
+    restamp: Path | None = None  # the install's RECORD, re-stamped with the version the build writes
+    symbols: tuple[Path, Mapping[str, object]] | None = None  # the torch's exports, kept for the next relink check
+    evidence: Evidence = field(default_factory=Evidence)  # what the last build read that git cannot vouch for
+
+    def headline(self) -> str:
+        label = f"{self.way.value} {self.through}" if self.through else self.way.value
+        return f"verdict: {label}: {self.why}"
+
+    @property
+    def quick(self) -> bool:
+        """Whether the build skips the driver (pip, setup.py): the shortcut or the in-place build."""
+        return self.way in (Way.SHORTCUT, Way.IN_PLACE)
+
+    def steps(self) -> list[str]:
+        """The steps the build runs, as ninja names their outputs, with the outputs the evidence says are stale
+        (by their path) that ninja's dry run did not name."""
+        named = list(self.work.steps) if self.work else []
+        return named + [str(p) for p in self.stale if not any(
+            p.as_posix().endswith("/" + s.lstrip("/")) or p.as_posix() == s for s in named)]
+
+    def compiles(self) -> int | None:
+        """The compile steps the build runs, as ninja (and the evidence) say (None: not known before it runs)."""
+        if self.work is None or self.forget:
+            return None
+        return sum(s.endswith((".o", ".obj")) for s in self.steps())
+
+
+def decide(plan: Plan, request: BuildRequest, base_env: Mapping[str, str]) -> Verdict:
+    """The verdict for the configuration as the checkout holds it now: a switch where build/ holds another
+    configuration (the build decides again once the switch is done), else the tree's own."""
+    build = plan.checkout / "build"
+    current = read_marker(build) if build.is_dir() else None
+    if not request.clean and (current is None or current.key != plan.key):
+        kept = trees_dir(plan.checkout) / plan.key
+        if not kept.is_symlink() and read_marker(kept) is not None:
+            return Verdict(Way.SWITCH, f"its tree is kept ({kept}): the build switches back to it first, its "
+                                       "binaries come back without a compile, then it rebuilds what changed since")
+        return Verdict(Way.WHOLE_WAY, f"no tree of {plan.key} yet: a build from nothing",
+                       commands=whole_commands(plan))
+    return decide_tree(plan, read_state(plan), request, base_env)
+
+
+def unseen(checkout: Path) -> list[tuple[str, str | None]]:
+    """What the builds of the checkout's trees (build/ and the kept ones) read that git cannot vouch for, by
+    content now: an edit in an ignored build-time clone (third_party/eigen) or under an index bit changes it,
+    though `git status` shows nothing (the matrix's sessions, the split core and the warm cache ask it)."""
+    files: dict[str, tuple[int, int, str]] = {}
+    for tree in [checkout / "build", *sorted(trees_dir(checkout).glob("*"))]:
+        if tree.is_dir() and not tree.is_symlink():
+            files.update(recorded_evidence(read_marker(tree)).files)
+    return Evidence(files).now(checkout)
+
+
+def read_state(plan: Plan) -> State:
+    """The tree in build/ (the plan's configuration's) as the build finds it."""
+    checkout, build = plan.checkout, plan.checkout / "build"
+    marker = read_marker(build) if build.exists() else None
+    remedies = dict(marker.remedies) if marker else {}
+    plan = with_remedies(plan, remedies)
+    configured = configured_trees(marker)
+    trees = cmaketrees.found(checkout, build, configured)
+    tree = worktree(checkout) if not plan.wheel and (checkout / ".git").exists() else None
+    return State(marker, remedies, recorded_outputs(marker), tuple(configured), tuple(trees), stamp_parts(plan),
+                 tree)
+
+
+def with_remedies(plan: Plan, remedies: Mapping[str, str]) -> Plan:
+    """The plan with the remedies' variables in its environment (and so in its configure key)."""
+    if not remedies:
+        return plan
+    changes = {**plan.changes, **remedies}
+    configure = {**plan.configure, **{k: v for k, v in remedies.items() if affects_configure(k)}}
+    return replace(plan, changes=changes, configure=configure, inputs={**plan.inputs, **remedies})
+
+
+def whole_commands(plan: Plan) -> tuple[Command, ...]:
+    """The build driver's commands: the editable install or the wheel, then the step after it (native AOT)."""
+    return (Command(tuple(plan.command), plan.checkout),
+            *((Command(tuple(plan.after), plan.checkout),) if plan.after else ()))
+
+
+def decide_tree(plan: Plan, state: State, request: BuildRequest, base_env: Mapping[str, str]) -> Verdict:
+    """The verdict for the tree in build/, this configuration's (see the module's doc). Wherever the tree is
+    kept, the outputs that read a file whose content changed though its time says otherwise go first."""
+    plan = with_remedies(plan, state.remedies)
+    whole = whole_commands(plan)
+    if request.clean:
+        return Verdict(Way.WHOLE_WAY, "--clean builds from nothing", commands=whole)
+    if state.marker is None:
+        return Verdict(Way.WHOLE_WAY, f"no tree of {plan.key} yet: a build from nothing", commands=whole)
+    evidence = recorded_evidence(state.marker)
+    stale = stale_outputs(plan.checkout, inplace.ninja_trees(plan.checkout, state.trees), evidence)
+    fresh = merged_env(base_env, plan.changes).get("CMAKE_FRESH", "").lower() in TRUE
+    found = reconfiguring(plan, state, fresh) or (
+        Verdict(Way.WHOLE_WAY, "--rerun runs the build command anyway", commands=whole) if request.rerun else
+        decide_inputs(plan, state, request, base_env, whole, bool(stale)))
+    said = [f"{len(stale)} output(s) read a file whose content changed though its time says otherwise "
+            f"({stale[0].name}, ...): removed, so ninja builds them again"] if stale else []
+    return replace(found, said=(*said, *found.said), stale=stale, evidence=evidence)
+
+
+def reconfiguring(plan: Plan, state: State, fresh: bool) -> Verdict | None:
+    """A configure from scratch where the configure environment changed, a tree was configured for another
+    checkout, or CMAKE_FRESH is set (None: none of them)."""
+    configure = state.marker.configure if state.marker else None
+    changed = configure_changes(configure, plan.configure)
+    moved = cmaketrees.moved_away(state.trees, plan.checkout)
+    changed += [why for _, why in moved]
+    if not (changed or fresh):
+        return None
+    recompile = compiler_environment(configure, plan.configure)
+    why = "CMAKE_FRESH=1: a fresh CMake configure" if fresh and not changed else \
+        "configuration changed, reconfiguring: " + "; ".join(changed[:4]) + \
+        (f" (+{len(changed) - 4} more)" if len(changed) > 4 else "")
+    return Verdict(Way.WHOLE_WAY, why, said=(recompile,) if recompile else (), commands=whole_commands(plan),
+                   forget=state.trees, moved=tuple(tree for tree, _ in moved),
+                   recompile=state.trees if recompile else ())
+
+
+def decide_inputs(plan: Plan, state: State, request: BuildRequest, base_env: Mapping[str, str],
+                  whole: tuple[Command, ...], stale: bool) -> Verdict:
+    """With the configuration unchanged: up to date, the shortcut, the in-place build or the whole way, by the
+    inputs stamp, the commits crossed, the files in place, the install, ninja's work and the evidence."""
+    marker, checkout = state.marker, plan.checkout
+    assert marker is not None
+    kept = kept_wheel(marker) if plan.wheel else None
+    placed = channels.in_place(checkout, state.files)
+    serves = kept is not None if plan.wheel else installed(plan, marker)
+    added = sources_added(checkout, marker.folders)
+    committed, crossing, record = shortcut.crossing(plan, marker, state.parts, state.files) if request.shortcut \
+        else ([], "", None)
+    same = (marker.done == state.stamp or crossing is None) and placed and serves and added is None
+    if not same:  # ninja is asked all the same: its steps are what the driver's build compiles
+        return Verdict(Way.WHOLE_WAY, added or crossing or why_whole_way(marker, state.parts, placed, serves),
+                       commands=whole, work=tree_work(plan, state, base_env), marker=marker)
+    said: list[str] = []
+    if crossing is None:
+        marker = shortcut.with_commits(checkout, marker, committed)
+        said.append(f"a build of another commit: the {len(committed)} file(s) the commits changed are checked as "
+                    "edits are")
+    work = tree_work(plan, state, base_env)
+    relink, symbols = against.relinks(plan.checkout / "build", plan.torch_folder)
+    said += [line.removeprefix("ninja explain: ") for line in relink[:1]]
+    if work is not None and relink:
+        work = NinjaWork((*work.lines, *relink), work.steps, work.reconfigure, work.source)
+    found = Verdict(Way.WHOLE_WAY, "", said=tuple(said), commands=whole, work=work, marker=marker,
+                    restamp=record if crossing is None else None, symbols=symbols)
+    return choose(plan, state, request, base_env, found, crossing == "" and not stale, kept)
+
+
+def tree_work(plan: Plan, state: State, base_env: Mapping[str, str]) -> NinjaWork | None:
+    """What the configuration's trees would redo: ninja's dry run in each CMake tree, or (setuptools compiling
+    the extensions itself) the objects' depfiles in the kept build_temp."""
+    if not state.trees and plan.in_place:
+        return inplace.pending(plan.checkout, plan, base_env)
+    return ninja_work(state.trees, plan, base_env)
+
+
+def choose(plan: Plan, state: State, request: BuildRequest, base_env: Mapping[str, str], found: Verdict,
+           nothing_else: bool, kept: Path | None) -> Verdict:
+    """Up to date where nothing is left to do (`nothing_else`: no commit crossed, no output stale by content);
+    else the in-place build or the shortcut where either gives what the whole way gives; else the whole way,
+    saying why."""
+    marker, tree = found.marker, state.worktree
+    assert marker is not None
+    copies = plan.driver.copies(plan.package) if plan.driver else {}
+    edited = shortcut.off_graph(marker, tree, plan.package, state.files, copies=copies) if tree is not None else None
+    work = found.work
+    if edited is None and work is not None and nothing_to_do(list(work.lines)) and nothing_else:
+        what = f"the wheel {kept.name}" if kept else "the install"
+        return replace(found, way=Way.UP_TO_DATE, commands=(),
+                       why=f"{work.source}, the inputs, the {len(state.files)} file(s) in the checkout and {what} "
+                           "are this configuration's; nothing was run (--rerun runs the build command anyway)")
+    if tree is None or not request.shortcut:
+        return replace(found, why=edited or "the build's inputs changed (a wheel holds every source)")
+    if plan.in_place and inplace.thrown_away(state.trees, plan.checkout):
+        return in_place(plan, state, found)
+    if not plan.changes.get("BUILD_PYTHON_ONLY"):
+        return quick(plan, state, found, base_env)
+    return replace(found, why=edited or "the Python part builds through the driver")
+
+
+def in_place(plan: Plan, state: State, found: Verdict) -> Verdict:
+    """setuptools' in-place build (build_temp kept) where it leaves what pip's editable install leaves."""
+    assert found.marker is not None and state.worktree is not None
+    why = inplace.refusal(plan.checkout, found.marker, state.worktree, state.files)
+    if why is not None:
+        return replace(found, through="through pip", why=why)
+    step = ("setup.py " if "setup.py" in plan.in_place else "setuptools.setup() ") + \
+        " ".join(plan.in_place[plan.in_place.index("build_ext"):])
+    return replace(found, way=Way.IN_PLACE, commands=(Command(tuple(plan.in_place), plan.checkout),),
+                   why=f"its editable build works in a temporary build_temp: `{step}`, setuptools' in-place build, "
+                       "keeps the tree, without pip (--rerun goes the whole way)")
+
+
+def quick(plan: Plan, state: State, found: Verdict, base_env: Mapping[str, str]) -> Verdict:
+    """CMake's build (and install into the env) in build/, where only what ninja builds from changed."""
+    assert found.marker is not None and state.worktree is not None
+    build = plan.checkout / "build"
+    into = env_install_dir(plan)
+    why = "the editable install is not in the env" if plan.env_install and into is None else \
+        shortcut.whole_way(plan.checkout, build, plan.package, found.marker,
+                           list(found.work.lines) if found.work is not None else None, state.worktree, state.files,
+                           into, plan.driver.copies(plan.package) if plan.driver else {})
+    argvs = shortcut.commands(plan.driver, build, merged_env(base_env, plan.changes), into,
+                              bool(plan.env_install and plan.env_install[1])) if why is None and plan.driver else None
+    if argvs is None:
+        driver = "pip" if plan.outputs_in_env or not plan.forwards_cmake else "setup.py"
+        return replace(found, through=f"through {driver}", why=why or "no cmake on the PATH")
+    shown = " then ".join("`cmake " + " ".join(argv[1:]) + "`" for argv in argvs)
+    return replace(found, way=Way.SHORTCUT, commands=tuple(Command(tuple(a), build) for a in argvs),
+                   why=f"only files ninja builds from changed since the last build: {shown} in build/, as "
+                       f"{'scikit-build-core' if into else 'setup.py'} runs it, without pip (--rerun goes the whole "
+                       "way)")
