@@ -67,6 +67,8 @@ def test_bisect_finds_the_regression_in_its_own_worktree_at_incremental_cost(tmp
     build(co, "--cuda", "none")
     user = subprocess.run([str(env_python()), "-c", USER], cwd=tmp_path, capture_output=True, text=True,
                           check=True).stdout
+    custom = str(up.repo("fbgemm"))  # the user's own url for a submodule (a path, where .gitmodules says file://)
+    git(co, "config", "submodule.third_party/fbgemm.url", custom)
     before = tree_state(co)
 
     done = bisect(co, "--cuda", "none", "--good", shas["good"], "--bad", "HEAD", "--set", f"MY_TOKEN={SECRET}", "--",
@@ -98,7 +100,8 @@ def test_bisect_finds_the_regression_in_its_own_worktree_at_incremental_cost(tmp
                and "envs" not in p.parts]
     assert written and [p for p in written if SECRET.encode() in p.read_bytes()] == []
 
-    # the user's checkout, work, env and tree are as they were: the same import, and the build is a no-op
+    # the user's checkout, config, work, env and tree are as they were: the same import, and the build is a no-op
+    assert git(co, "config", "submodule.third_party/fbgemm.url") == custom  # its worktree shares .git/config
     assert tree_state(co) == before and (co / "notes.txt").read_text() == "mine\n"
     assert subprocess.run([str(env_python()), "-c", USER], cwd=tmp_path, capture_output=True, text=True,
                           check=True).stdout == user

@@ -103,10 +103,13 @@ class Git:
         self.env = {"GIT_TERMINAL_PROMPT": "0"}  # fail, never prompt, on auth
         self.cache_rules: dict[str, str] = {}
 
-    def argv(self, args: Sequence[str], include: Path | None = None, allow_file: bool = False) -> list[str]:
+    def argv(self, args: Sequence[str], include: Path | None = None, allow_file: bool = False,
+             config: Mapping[str, str] | None = None) -> list[str]:
         argv = ["git"]
         for prefix, mirror in sorted(ssh_spellings(self.options.mirrors).items()):
             argv += ["-c", f"url.{mirror}.insteadOf={prefix}"]
+        for key, value in sorted((config or {}).items()):
+            argv += ["-c", f"{key}={value}"]
         if include is not None:
             argv += ["-c", f"include.path={include}"]
         if allow_file or include is not None or any(is_local(m) for m in self.options.mirrors.values()):
@@ -121,9 +124,10 @@ class Git:
 
     def act(self, args: Sequence[str], cwd: Path | None = None, *, include: Path | None = None,
             allow_file: bool = False, on_line: Callable[[str], None] | None = None,
-            echo: bool = True, input: str | None = None, env: Mapping[str, str] | None = None) -> Result:
-        """A git command that changes something: echoed, skipped in dry-run."""
-        return run(self.argv(args, include, allow_file), cwd=cwd, env={**self.env, **(env or {})},
+            echo: bool = True, input: str | None = None, env: Mapping[str, str] | None = None,
+            config: Mapping[str, str] | None = None) -> Result:
+        """A git command that changes something: echoed, skipped in dry-run (`config`: `-c` settings)."""
+        return run(self.argv(args, include, allow_file, config), cwd=cwd, env={**self.env, **(env or {})},
                    base_env=self.base_env, dry_run=self.options.dry_run, on_line=on_line, echo=echo, input=input)
 
     def network(self, what: str, url: str, step: Callable[[], T]) -> T:

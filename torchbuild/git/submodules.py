@@ -173,6 +173,12 @@ def configured_urls(git: Git, repo: Path) -> dict[str, str]:
     return urls
 
 
+def linked_worktree(git: Git, repo: Path) -> bool:
+    """Whether `repo` is a linked worktree (`git worktree add`): its config is the main checkout's."""
+    found = git.query(["rev-parse", "--git-dir", "--git-common-dir"], repo, check=False).stdout.split("\n")
+    return len(found) >= 2 and (repo / found[0]).resolve() != (repo / found[1]).resolve()
+
+
 def modules_dir(git: Git, repo: Path, name: str) -> Path:
     path = git.query(["rev-parse", "--git-path", f"modules/{name}"], repo).stdout.strip()
     return (repo / path).resolve()
@@ -192,20 +198,21 @@ def update_tree(git: Git, cache: MirrorCache | None, repo: Path, only: Sequence[
     configured = configured_urls(git, repo)
     actions = plan_level([inspect(git, repo, e, configured) for e in entries])
     report.checked += len(actions)
+    shared = linked_worktree(git, repo)  # its config is the checkout's: the user's urls are kept, never synced
     for a in actions:
         label = f"{prefix}{a.entry.path}"
         if a.skip:
             report.skipped.append(f"{label}: {a.skip}")
             con.warn(f"left {label} as it is: {a.skip}")
-        if a.sync_url:
+        if a.sync_url and not shared:
             report.changed.append(f"{label}: url {a.previous_url} -> {a.entry.url}")
     to_sync = [a.entry.path for a in actions if a.sync_url]
-    if to_sync:
+    if to_sync and not shared:
         git.act(["submodule", "sync", "--quiet", "--", *to_sync], repo)
     to_update = [a for a in actions if a.update]
     if to_update:
         _clear_interrupted(git, repo, [a.entry for a in to_update])
-        _update_level(git, cache, repo, [a.entry for a in to_update])
+        _update_level(git, cache, repo, [a.entry for a in to_update], shared)
         for a in to_update:
             before = a.previous[:10] if a.previous else None
             after = a.entry.recorded[:10]
@@ -253,12 +260,18 @@ def _clear_interrupted(git: Git, repo: Path, entries: Sequence[Entry]) -> None:
             gitfile.unlink()
 
 
-def _update_level(git: Git, cache: MirrorCache | None, repo: Path, entries: Sequence[Entry]) -> None:
-    """`git submodule update --init` for these entries, in parallel, through the cache."""
+def _update_level(git: Git, cache: MirrorCache | None, repo: Path, entries: Sequence[Entry],
+                  shared: bool = False) -> None:
+    """`git submodule update --init` for these entries, in parallel, through the cache. In a linked worktree
+    (`shared`: its config is the checkout's, as a bisection's) nothing is written there: an entry the config
+    does not name gets its url from .gitmodules on the command line."""
     opts = git.options
     con = _console.get()
-    git.act(["submodule", "init", "--", *[e.path for e in entries]], repo, echo=False)
+    if not shared:
+        git.act(["submodule", "init", "--", *[e.path for e in entries]], repo, echo=False)
     urls = configured_urls(git, repo)
+    config = {f"submodule.{e.name}.{k}": v for e in entries if e.name not in urls
+              for k, v in (("url", e.url), ("active", "true"))} if shared else {}
     wanted = {urls.get(e.name, e.url): e.recorded for e in entries}
     args = ["submodule", "update", "--init", "--jobs", str(opts.jobs)]
     if opts.shallow_submodules:
@@ -277,7 +290,7 @@ def _update_level(git: Git, cache: MirrorCache | None, repo: Path, entries: Sequ
     first_url = next(iter(wanted), str(repo))
     allow_file = any(is_local(u) for u in wanted)
     def step(include: Path | None) -> Result:
-        return git.act(args, repo, include=include, allow_file=allow_file, on_line=progress)
+        return git.act(args, repo, include=include, allow_file=allow_file, on_line=progress, config=config)
     try:
         through(git, cache, dict(wanted), "fetch submodules of", str(repo), step)
     except GitError as exc:
