@@ -9,6 +9,7 @@ group so that Ctrl-C (or SIGTERM/SIGHUP to torchbuild) stops the whole tree belo
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import shlex
 import shutil
@@ -114,6 +115,35 @@ class _Children:
             _signal_group(proc.pid, signal.SIGKILL)
 
 
+    def signal_all(self, sig: int) -> None:
+        """Send `sig` to every group still alive and to the groups their descendants made (ninja puts each
+        compile in a group of its own): job control, SIGSTOP on Ctrl-Z and SIGCONT on `fg`."""
+        with self._lock:
+            procs = [p.pid for p in self._procs if p.poll() is None]
+        for pgid in [*procs, *sorted(_descendant_groups(procs) - set(procs))]:
+            _signal_group(pgid, sig)
+
+
+def _descendant_groups(roots: Sequence[int]) -> set[int]:
+    """The process groups of every descendant of `roots` (Linux's /proc; none elsewhere)."""
+    parents: dict[int, list[int]] = {}
+    groups: dict[int, int] = {}
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    with open(f"/proc/{entry.name}/stat") as fh:
+                        fields = fh.read().rsplit(")", 1)[1].split()
+                    parents.setdefault(int(fields[1]), []).append(int(entry.name))
+                    groups[int(entry.name)] = int(fields[2])
+    found, todo = set(), list(roots)
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.add(groups[child])
+            todo.append(child)
+    return found
+
+
 def _signal_group(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
@@ -166,31 +196,10 @@ def run(
         raise ToolNotFound(f"'{args[0]}' was not found on PATH", f"install {args[0]} or add it to PATH")
     if children.interrupted:
         raise Interrupted()
-    try:
-        proc = subprocess.Popen(  # type: ignore[call-overload]
-            [program, *args[1:]],
-            cwd=cwd,
-            env=full_env,
-            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE if capture else subprocess.STDOUT,
-            **_own_group_kwargs(),
-        )
-    except OSError as exc:
-        raise ToolNotFound(f"cannot start {args[0]}: {exc.strerror}", f"check that {program} is executable") from exc
+    proc = _start([program, *args[1:]], cwd, full_env, capture, input is not None)
     children.add(proc)
     try:
-        if capture:
-            out, err = proc.communicate(input.encode() if input is not None else None)
-            stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
-            tail = "\n".join((stderr + stdout).splitlines()[-TAIL_LINES:])
-        else:
-            if input is not None and proc.stdin:
-                proc.stdin.write(input.encode())
-                proc.stdin.close()
-            stdout, stderr = "", ""
-            tail = _stream(proc, on_line, log)
-            proc.wait()
+        stdout, stderr, tail = _collect(proc, capture, input, on_line, log)
     except KeyboardInterrupt:
         children.stop_all()
         raise Interrupted(f"interrupted while running {args[0]}; its process tree was stopped") from None
@@ -202,6 +211,33 @@ def run(
     if check and proc.returncode != 0:
         raise CommandError(args, proc.returncode, tail, hint)
     return result
+
+
+def _start(argv: list[str], cwd: Path | str | None, env: Mapping[str, str], capture: bool, stdin: bool
+           ) -> subprocess.Popen[bytes]:
+    """The process, in a process group of its own; stdout and stderr apart (`capture`) or merged."""
+    try:
+        return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
+            argv, cwd=cwd, env=env, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if capture else subprocess.STDOUT, **_own_group_kwargs())
+    except OSError as exc:
+        raise ToolNotFound(f"cannot start {Path(argv[0]).name}: {exc.strerror}",
+                           f"check that {argv[0]} is executable") from exc
+
+
+def _collect(proc: subprocess.Popen[bytes], capture: bool, input: str | None,
+             on_line: Callable[[str], None] | None, log: IO[str] | None) -> tuple[str, str, str]:
+    """The process's stdout, stderr and the last lines of its output, once it ended."""
+    if capture:
+        out, err = proc.communicate(input.encode() if input is not None else None)
+        stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
+        return stdout, stderr, "\n".join((stderr + stdout).splitlines()[-TAIL_LINES:])
+    if input is not None and proc.stdin:
+        proc.stdin.write(input.encode())
+        proc.stdin.close()
+    tail = _stream(proc, on_line, log)
+    proc.wait()
+    return "", "", tail
 
 
 def _stream(proc: subprocess.Popen[bytes], on_line: Callable[[str], None] | None,
@@ -249,13 +285,20 @@ def detached(argv: Sequence[str], cwd: str) -> None:
 
 
 def install_signal_handlers() -> None:
-    """Turn SIGTERM and SIGHUP into the same clean stop as Ctrl-C (main thread only)."""
+    """Turn SIGTERM and SIGHUP into the same clean stop as Ctrl-C, and make Ctrl-Z stop the whole build (each
+    command runs in a process group of its own, out of the terminal's reach) and `fg` go on with it (main
+    thread only)."""
 
     def handler(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    def suspend(signum: int, frame: object) -> None:
+        children.signal_all(signal.SIGSTOP)
+        os.kill(os.getpid(), signal.SIGSTOP)  # here until SIGCONT (`fg`, `bg`)
+        children.signal_all(signal.SIGCONT)
+
+    for sig, action in ((signal.SIGTERM, handler), (signal.SIGHUP, handler), (signal.SIGTSTP, suspend)):
         try:
-            signal.signal(sig, handler)
-        except (ValueError, OSError):  # not the main thread, or no such signal here
+            signal.signal(sig, action)
+        except (ValueError, OSError, AttributeError):  # not the main thread, or no such signal here
             pass

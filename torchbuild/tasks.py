@@ -142,6 +142,15 @@ def build(c, cuda=None, python=None, env=None, debug=False, rel_with_deb_info=Fa
                          explain=explain, yes=yes, torch=torch)
 
 
+@task(name="warm", help={"status": "list this user's warm processes (the default)",
+                          "stop": "tell each warm process to exit"})
+def warm_process(c, status=False, stop=False):
+    """The warm process behind `torchbuild build`: list it, or stop it (TORCHBUILD_WARM=0 turns it off)."""
+    from . import warm
+
+    sys.exit(warm.report(stop=stop))
+
+
 @task(iterable=["good", "set"], help={
     "good": "a commit that works (repeatable)",
     "bad": "a commit that is broken (default: HEAD)",
@@ -271,7 +280,7 @@ def ci_summary(c):
 def namespace(root: Path | None) -> Collection:
     """Every task, for the project at `root` (None: the one around the current folder)."""
     ns = Collection(clone, sync, show_config, demo, pythons, doctor, build, bisect, nightly, clean_trees,
-                    run_matrix)
+                    run_matrix, warm_process)
     ns.add_collection(Collection("env", env_create, env_list, env_remove, env_activate, env_run))
     ns.add_collection(Collection("cuda", cuda_list, cuda_env, cuda_install))
     ns.add_collection(Collection("patch", patch_apply, patch_status, patch_revert, patch_export))

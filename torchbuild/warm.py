@@ -25,6 +25,7 @@ import socket
 import stat
 import struct
 import sys
+import time
 import zlib
 
 TYPE_CHECKING = False  # the command's side imports no more than it needs (typing, pathlib, json: 6 ms)
@@ -70,7 +71,8 @@ def code_key() -> str:
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     parts = [os.path.realpath(sys.executable), repr([sys.path, started, sys.flags, sys.warnoptions,
                                                      sorted(map(str, sys._xoptions.items())), limits, cpus,
-                                                     os.getpriority(os.PRIO_PROCESS, 0), os.getgroups()])]
+                                                     os.getpriority(os.PRIO_PROCESS, 0), os.getgroups(),
+                                                     placement()])]
     for top, dirs, files in os.walk(package):
         dirs[:] = sorted(d for d in dirs if d not in ("__pycache__", "demo_project"))
         for name in sorted(files):
@@ -79,6 +81,32 @@ def code_key() -> str:
                 parts.append(f"{os.path.join(top, name)}:{st.st_size}:{st.st_mtime_ns}")
     text = "\n".join(parts).encode()
     return f"{zlib.crc32(text):08x}{zlib.adler32(text):08x}"
+
+
+def placement() -> list[str]:
+    """Where the process runs: its cgroup (its limits plan MAX_JOBS and the memory pools) and its namespaces
+    (mount, pid, user: what a path or a process id names). A fork keeps its parent's, not the command's."""
+    found = []
+    with contextlib.suppress(OSError), open("/proc/self/cgroup") as fh:
+        found.append(fh.read())
+    with contextlib.suppress(OSError):
+        for name in sorted(os.listdir("/proc/self/ns")):
+            with contextlib.suppress(OSError):
+                found.append(os.readlink(f"/proc/self/ns/{name}"))
+    return found
+
+
+def module_files() -> dict[str, tuple[int, int]]:
+    """Every imported module's file by size and mtime: an upgraded dependency (PyYAML, invoke) is no longer
+    what the process imported."""
+    found = {}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str):
+            with contextlib.suppress(OSError):
+                st = os.stat(path)
+                found[path] = (st.st_size, st.st_mtime_ns)
+    return found
 
 
 def address() -> str | None:
@@ -113,8 +141,13 @@ def ask(path: str | None, argv: list[str]) -> int | None:
         with contextlib.suppress(OSError):
             os.kill(pid, signum)
 
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, forward)
+    def suspend(signum: int, frame: object) -> None:  # Ctrl-Z: the child stops its build, then this command
+        forward(signum, frame)
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+    for sig, action in ((signal.SIGINT, forward), (signal.SIGTERM, forward), (signal.SIGHUP, forward),
+                        (signal.SIGTSTP, suspend), (signal.SIGCONT, forward), (signal.SIGWINCH, forward)):
+        signal.signal(sig, action)
     code = _read_int(conn)
     return 1 if code is None else code  # the child died without a word (killed): as the command would
 
@@ -143,6 +176,7 @@ def serve(args: list[str], main: Callable[[], None]) -> None:
 
     compat.releases()  # its table parsed once (the file is part of the socket's name)
     compilers.discover(os.environ)  # their versions asked once (kept by each compiler file's stat)
+    imported, started, served = module_files(), time.time(), 0
     if _answers(path):
         return
     with contextlib.suppress(FileNotFoundError):
@@ -164,12 +198,20 @@ def serve(args: list[str], main: Callable[[], None]) -> None:
         except (OSError, ValueError, EOFError, TypeError, struct.error):
             conn.close()
             continue
-        if os.fork() == 0:
-            server.close()
-            _child(conn, fds, request, main)
+        stale = module_files() != imported  # a module it imported changed: closed unanswered, the command
+        if request.get("op"):  # runs the build itself, and this process ends
+            conn.sendall(marshal.dumps({"pid": os.getpid(), "started": started, "served": served,
+                                        "idle": server.gettimeout(), "modules": len(imported)}))
+        elif not stale:
+            served += 1
+            if os.fork() == 0:
+                server.close()
+                _child(conn, fds, request, main)
         conn.close()
         for fd in fds:
             os.close(fd)
+        if stale or request.get("op") == "stop":
+            break
     with contextlib.suppress(OSError):
         if os.stat(path).st_ino == inode:  # still ours, not a newer process's
             os.unlink(path)
@@ -228,6 +270,40 @@ def _child(conn: socket.socket, fds: list[int], request: dict[str, Any], main: C
         with contextlib.suppress(OSError):
             conn.sendall(HEADER.pack(code & 0xFF))
         os._exit(code & 0xFF)
+
+
+def processes(stop: bool = False) -> list[dict[str, Any]]:
+    """The warm processes of this user (their sockets in the private folder) and what each says of itself
+    (pid, start, builds served, idle timeout); `stop`: each is told to exit."""
+    where = folder()
+    found = []
+    for name in sorted(os.listdir(where)) if where else []:
+        if not (name.startswith("warm-") and name.endswith(".sock")):
+            continue
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(os.path.join(where, name))  # type: ignore[arg-type]
+            body = marshal.dumps({"op": "stop" if stop else "status"})
+            conn.sendall(HEADER.pack(len(body)) + body)
+            said = marshal.loads(conn.recv(4096))
+            found.append({**said, "socket": os.path.join(where, name)})  # type: ignore[arg-type]
+        except (OSError, ValueError, EOFError, TypeError):
+            continue
+        finally:
+            conn.close()
+    return found
+
+
+def report(stop: bool = False) -> int:
+    """`torchbuild warm --status` (each warm process, one line) or `--stop` (each told to exit)."""
+    found = processes(stop)
+    for entry in found:
+        age = time.time() - float(entry["started"])
+        print(f"{'stopped' if stop else 'warm'} pid {entry['pid']}: up {age / 60:.1f} min, {entry['served']} "
+              f"build(s) served, exits after {float(entry['idle']) / 60:.0f} idle min; {entry['socket']}")
+    if not found:
+        print("no warm process" + ("" if enabled() else " (TORCHBUILD_WARM=0 or a CI runner: off)"))
+    return 0
 
 
 def _answers(path: str) -> bool:
