@@ -10,7 +10,7 @@ import dataclasses
 import difflib
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from ..errors import ConfigError
 
@@ -94,84 +94,96 @@ def coerce(f: dataclasses.Field[Any], value: Any, where: str, from_text: bool) -
         if optional:
             return None
         raise ConfigError(f"{where}: a value is required ({f.metadata['help']})", "give it a value or remove the line")
-    if kind in ("str", "choice", "cuda"):
-        if not _scalar(value):
-            raise ConfigError(f"{where}: expected text, got {_typename(value)}",
-                              f"write it as a string ({f.metadata['help']})")
-        value = str(value)
-        if kind == "choice" and value not in f.metadata["choices"]:
-            raise ConfigError(f"{where}: '{value}' is not one of {', '.join(f.metadata['choices'])}",
-                              "use one of those")
-        if kind == "cuda":
-            _check_cuda(value, where)
+    return COERCE[kind](f.metadata, kind, value, where, from_text)
+
+
+def _text(meta: Mapping[str, Any], kind: str, value: Any, where: str, from_text: bool) -> str:
+    if not _scalar(value):
+        raise ConfigError(f"{where}: expected text, got {_typename(value)}", f"write it as a string ({meta['help']})")
+    value = str(value)
+    if kind == "choice" and value not in meta["choices"]:
+        raise ConfigError(f"{where}: '{value}' is not one of {', '.join(meta['choices'])}", "use one of those")
+    if kind == "cuda":
+        _check_cuda(value, where)
+    return str(value)
+
+
+def _number(meta: Mapping[str, Any], kind: str, value: Any, where: str, from_text: bool) -> Any:
+    number: Any = value
+    if from_text and isinstance(value, str):
+        try:
+            number = int(value) if kind == "int" else float(value)
+        except ValueError:
+            number = None
+    wanted = int if kind == "int" else (int, float)
+    if isinstance(number, bool) or not isinstance(number, wanted) or number != number \
+            or number in (float("inf"), float("-inf")):  # NaN compares unequal to itself
+        raise ConfigError(f"{where}: expected a {'whole ' if kind == 'int' else ''}number, got {value!r}",
+                          f"write a number ({meta['help']})")
+    if "min" in meta and number < meta["min"]:
+        raise ConfigError(f"{where}: must be at least {meta['min']}, got {number}", f"use a value ≥ {meta['min']}")
+    if "max" in meta and number > meta["max"]:
+        raise ConfigError(f"{where}: must be at most {meta['max']}, got {number}", f"use a value ≤ {meta['max']}")
+    return number
+
+
+def _bool(meta: Mapping[str, Any], kind: str, value: Any, where: str, from_text: bool) -> bool:
+    if isinstance(value, bool):
         return value
-    if kind in ("int", "float"):
-        number: Any = value
-        if from_text and isinstance(value, str):
-            try:
-                number = int(value) if kind == "int" else float(value)
-            except ValueError:
-                number = None
-        wanted = int if kind == "int" else (int, float)
-        if isinstance(number, bool) or not isinstance(number, wanted) or number != number \
-                or number in (float("inf"), float("-inf")):  # NaN compares unequal to itself
-            raise ConfigError(f"{where}: expected a {'whole ' if kind == 'int' else ''}number, got {value!r}",
-                              f"write a number ({f.metadata['help']})")
-        if "min" in f.metadata and number < f.metadata["min"]:
-            raise ConfigError(f"{where}: must be at least {f.metadata['min']}, got {number}",
-                              f"use a value ≥ {f.metadata['min']}")
-        if "max" in f.metadata and number > f.metadata["max"]:
-            raise ConfigError(f"{where}: must be at most {f.metadata['max']}, got {number}",
-                              f"use a value ≤ {f.metadata['max']}")
-        return number
-    if kind == "bool":
-        if isinstance(value, bool):
-            return value
-        if from_text and str(value).lower() in _TRUE | _FALSE:
-            return str(value).lower() in _TRUE
-        raise ConfigError(f"{where}: expected true or false, got {value!r}", "write true or false")
-    if kind == "combos":
-        items = value.split(",") if from_text and isinstance(value, str) else value
-        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-            raise ConfigError(f"{where}: expected a list of \"PYTHON:CUDA\" strings, got {_typename(value)}",
-                              'write e.g. ["3.6:none", "3.12:13.0"]')
-        for item in items:
-            py, sep, cuda = item.strip().partition(":")
-            if not sep or not PYTHON_RE.match(py):
-                raise ConfigError(f"{where}: bad pair '{item}'", 'write PYTHON:CUDA, e.g. "3.6:none"')
-            _check_cuda(cuda, where)
-        return [i.strip() for i in items]
-    if kind in ("list", "pythons", "cudas"):
-        items = value.split(",") if from_text and isinstance(value, str) else value
-        if not isinstance(items, list) or not all(_scalar(i) for i in items):
-            raise ConfigError(f"{where}: expected a list of strings, got {_typename(value)}",
-                              "write a YAML list, e.g. [a, b]")
-        if kind == "pythons" and any(isinstance(i, float) for i in items):
-            raise ConfigError(f"{where}: Python versions must be quoted (YAML reads 3.10 as the number 3.1)",
-                              'write them as strings, e.g. ["3.10", "3.12"]')
-        items = [str(i).strip() for i in items if str(i).strip()]
-        for item in items:
-            if kind == "cudas":
-                _check_cuda(item, where)
-            if kind == "pythons" and not PYTHON_RE.match(item):
-                raise ConfigError(f"{where}: bad Python version '{item}'",
-                                  'use versions like "3.12" (quoted in YAML)')
-        return items
-    if kind == "dict":
-        if from_text and isinstance(value, str):
-            pairs = [p.split("=", 1) for p in value.split(",") if p.strip()]
-            if any(len(p) != 2 for p in pairs):
-                raise ConfigError(f"{where}: expected KEY=VALUE pairs separated by commas, got {value!r}",
-                                  "write it as a=b,c=d")
-            value = {k.strip(): v.strip() for k, v in pairs}
-        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-            raise ConfigError(f"{where}: expected a mapping, got {_typename(value)}", "write `key: value` lines")
-        bad = next((k for k, v in value.items() if v is not None and not _scalar(v) and not isinstance(v, bool)), None)
-        if bad is not None:
-            raise ConfigError(f"{where}: {bad}: expected text, got {_typename(value[bad])}",
-                              f"an environment variable holds text: quote it, e.g. {bad}: \"...\"")
-        return {k: "" if v is None else str(v) for k, v in value.items()}
-    raise AssertionError(kind)  # pragma: no cover
+    if from_text and str(value).lower() in _TRUE | _FALSE:
+        return str(value).lower() in _TRUE
+    raise ConfigError(f"{where}: expected true or false, got {value!r}", "write true or false")
+
+
+def _combos(meta: Mapping[str, Any], kind: str, value: Any, where: str, from_text: bool) -> list[str]:
+    items = value.split(",") if from_text and isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise ConfigError(f"{where}: expected a list of \"PYTHON:CUDA\" strings, got {_typename(value)}",
+                          'write e.g. ["3.6:none", "3.12:13.0"]')
+    for item in items:
+        py, sep, cuda = item.strip().partition(":")
+        if not sep or not PYTHON_RE.match(py):
+            raise ConfigError(f"{where}: bad pair '{item}'", 'write PYTHON:CUDA, e.g. "3.6:none"')
+        _check_cuda(cuda, where)
+    return [i.strip() for i in items]
+
+
+def _list(meta: Mapping[str, Any], kind: str, value: Any, where: str, from_text: bool) -> list[str]:
+    items = value.split(",") if from_text and isinstance(value, str) else value
+    if not isinstance(items, list) or not all(_scalar(i) for i in items):
+        raise ConfigError(f"{where}: expected a list of strings, got {_typename(value)}",
+                          "write a YAML list, e.g. [a, b]")
+    if kind == "pythons" and any(isinstance(i, float) for i in items):
+        raise ConfigError(f"{where}: Python versions must be quoted (YAML reads 3.10 as the number 3.1)",
+                          'write them as strings, e.g. ["3.10", "3.12"]')
+    items = [str(i).strip() for i in items if str(i).strip()]
+    for item in items:
+        if kind == "cudas":
+            _check_cuda(item, where)
+        if kind == "pythons" and not PYTHON_RE.match(item):
+            raise ConfigError(f"{where}: bad Python version '{item}'", 'use versions like "3.12" (quoted in YAML)')
+    return items
+
+
+def _dict(meta: Mapping[str, Any], kind: str, value: Any, where: str, from_text: bool) -> dict[str, str]:
+    if from_text and isinstance(value, str):
+        pairs = [p.split("=", 1) for p in value.split(",") if p.strip()]
+        if any(len(p) != 2 for p in pairs):
+            raise ConfigError(f"{where}: expected KEY=VALUE pairs separated by commas, got {value!r}",
+                              "write it as a=b,c=d")
+        value = {k.strip(): v.strip() for k, v in pairs}
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise ConfigError(f"{where}: expected a mapping, got {_typename(value)}", "write `key: value` lines")
+    bad = next((k for k, v in value.items() if v is not None and not _scalar(v) and not isinstance(v, bool)), None)
+    if bad is not None:
+        raise ConfigError(f"{where}: {bad}: expected text, got {_typename(value[bad])}",
+                          f"an environment variable holds text: quote it, e.g. {bad}: \"...\"")
+    return {k: "" if v is None else str(v) for k, v in value.items()}
+
+
+COERCE: dict[str, Callable[[Mapping[str, Any], str, Any, str, bool], Any]] = {
+    "str": _text, "choice": _text, "cuda": _text, "int": _number, "float": _number, "bool": _bool,
+    "combos": _combos, "list": _list, "pythons": _list, "cudas": _list, "dict": _dict}
 
 
 def _check_cuda(value: str, where: str) -> None:
