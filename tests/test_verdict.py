@@ -184,9 +184,11 @@ def test_evidence_reads_the_deps_log_and_digests_only_what_moved(tmp_path):
     if ninja is None:
         pytest.skip("no ninja on PATH")
     subprocess.run([ninja, "-C", str(tree)], check=True, capture_output=True)
-    paths, deps = deps_log(tree)
-    assert "a.o" in paths and {paths[i] for i in next(iter(deps.values()))} >= {"../a.c", "../a.h"}
+    log = deps_log(tree)
+    assert "a.o" in log.paths and {log.paths[i] for i in next(iter(log.deps.values()))} >= {"../a.c", "../a.h"}
+    assert deps_log(tree, log.at).read == set()  # read up to its end: nothing new since
     seen = collect(co, [tree], Evidence(), ())
+    assert seen.logs == {str(tree): log.at}
     assert any(name.startswith("/usr/include") for name in seen.files) or seen.files == {}  # outside: kept
     assert "a.h" not in seen.files  # no git here: nothing inside the checkout is hidden from it
     outside = Evidence({str(co / "a.h"): (0, 0, "0" * 64)})

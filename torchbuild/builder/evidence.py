@@ -20,7 +20,8 @@ import os
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from stat import S_ISDIR
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from ..run import run
 
@@ -30,17 +31,21 @@ DEPS_HEADER = b"# ninjadeps\n"
 
 @dataclass(frozen=True)
 class Evidence:
-    """Files by path: (size, mtime_ns, sha256 of the content) as the last build's end found them."""
+    """Files by path: (size, mtime_ns, sha256 of the content) as the last build's end found them; and how far
+    each tree's deps log was read then (its inode and size: ninja only appends to it until it rewrites it
+    whole), so the next build reads only what was appended."""
 
     files: Mapping[str, tuple[int, int, str]] = field(default_factory=dict)
+    logs: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     def changed(self, checkout: Path) -> list[str]:
         """The files whose content is not what was recorded (a missing one counts): stat first, digest only
         what moved."""
-        out = []
+        out, root = [], str(checkout)
         for name, (size, mtime, sha) in self.files.items():
-            now = stat(checkout / name)
-            if now != (size, mtime) and (now is None or content(checkout / name) != sha):
+            path = os.path.join(root, name)  # an absolute name stays itself
+            now = stat(path)
+            if now != (size, mtime) and (now is None or content(path) != sha):
                 out.append(name)
         return out
 
@@ -48,36 +53,41 @@ class Evidence:
         """Each file's content digest now (None: gone), the recorded one where its stat did not move."""
         out = []
         for name, (size, mtime, sha) in sorted(self.files.items()):
-            st = stat(checkout / name)
-            out.append((name, sha if st == (size, mtime) else None if st is None else content(checkout / name)))
+            st = stat(os.path.join(str(checkout), name))
+            out.append((name, sha if st == (size, mtime) else None if st is None else
+                        content(os.path.join(str(checkout), name))))
         return out
 
-    def as_record(self) -> dict[str, list[object]]:
-        return {name: list(entry) for name, entry in sorted(self.files.items())}
+    def as_record(self) -> dict[str, object]:
+        return {"files": {name: list(entry) for name, entry in sorted(self.files.items())},
+                "logs": {name: list(entry) for name, entry in sorted(self.logs.items())}}
 
 
 def from_record(data: object) -> Evidence:
-    """Evidence as a record keeps it (anything malformed is left out: a missing entry only costs a digest)."""
+    """Evidence as a record keeps it (anything malformed is left out: a missing entry only costs a digest, a
+    missing log offset a whole read)."""
     if not isinstance(data, dict):
         return Evidence()
-    kept = {}
-    for name, entry in data.items():
-        if isinstance(name, str) and name and "\0" not in name and ".." not in Path(name).parts and \
-                isinstance(entry, list) and len(entry) == 3 and type(entry[0]) is int and type(entry[1]) is int \
-                and isinstance(entry[2], str):
-            kept[name] = (entry[0], entry[1], entry[2])
-    return Evidence(kept)
+    files, logs = data.get("files"), data.get("logs")
+    kept = {name: (entry[0], entry[1], entry[2]) for name, entry in (files if isinstance(files, dict) else {}).items()
+            if isinstance(name, str) and name and "\0" not in name and "/../" not in f"/{name}/"
+            and isinstance(entry, list) and len(entry) == 3 and type(entry[0]) is int and type(entry[1]) is int
+            and isinstance(entry[2], str)}
+    read = {name: (entry[0], entry[1]) for name, entry in (logs if isinstance(logs, dict) else {}).items()
+            if isinstance(name, str) and isinstance(entry, list) and len(entry) == 2
+            and all(type(x) is int for x in entry)}
+    return Evidence(kept, read)
 
 
-def stat(path: Path) -> tuple[int, int] | None:
+def stat(path: Path | str) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return (st.st_size, st.st_mtime_ns) if not os.path.isdir(path) else None
+    return None if S_ISDIR(st.st_mode) else (st.st_size, st.st_mtime_ns)
 
 
-def content(path: Path) -> str | None:
+def content(path: Path | str) -> str | None:
     h = hashlib.sha256()
     try:
         with open(path, "rb") as fh:
@@ -88,61 +98,103 @@ def content(path: Path) -> str | None:
     return h.hexdigest()
 
 
-def deps_log(tree: Path) -> tuple[list[str], dict[int, list[int]]] | None:
-    """ninja's deps log of the tree (`.ninja_deps`, version 4): every path it names (relative to the tree, or
-    absolute) and, for each output's id, its inputs' ids (the newest record wins); None without a readable
-    one. The log is a run of little-endian 32-bit words after its header: a path record is its padded name
-    and a checksum, a deps record (high bit of its size set) the output's id, its mtime and the inputs' ids."""
+class Paths:
+    """The paths a deps log names, by id, decoded when asked (PyTorch's names some 26,000; a loop's build
+    needs the few its new records read)."""
+
+    def __init__(self, data: bytes, spans: list[tuple[int, int]]) -> None:
+        self.data, self.spans = data, spans
+
+    def __len__(self) -> int:
+        return len(self.spans)
+
+    def __getitem__(self, index: int) -> str:
+        first, last = self.spans[index]
+        return self.data[first:last].rstrip(b"\0").decode(errors="surrogateescape")
+
+    def __iter__(self) -> Iterator[str]:
+        return (self[i] for i in range(len(self.spans)))
+
+
+@dataclass(frozen=True)
+class DepsLog:
+    """What a tree's deps log says: every path it names (relative to the tree, or absolute); for each output of
+    the records read, its inputs' ids (the newest record wins); the ids of every input those records name; and
+    the log's inode and size (where the next read starts)."""
+
+    paths: Paths
+    deps: dict[int, Sequence[int]]
+    read: set[int]
+    at: tuple[int, int]
+
+
+def deps_log(tree: Path, since: tuple[int, int] | None = None, per_output: bool = True) -> DepsLog | None:
+    """ninja's deps log of the tree (`.ninja_deps`, version 4), its records from `since` on (an earlier read's
+    inode and size: all of them where the file was rewritten); None without a readable one. The log is a run of
+    little-endian 32-bit words after its header: a path record is its padded name and a checksum, a deps record
+    (high bit of its size set) the output's id, its mtime and the inputs' ids. Every record is walked (paths
+    are numbered by their order); only the deps records read are unpacked (PyTorch's log holds millions of
+    ids: a loop's build appends a handful)."""
     try:
-        data = (tree / DEPS_LOG).read_bytes()
+        with open(tree / DEPS_LOG, "rb") as fh:
+            data, inode = fh.read(), os.fstat(fh.fileno()).st_ino
     except OSError:
         return None
     if not data.startswith(DEPS_HEADER) or len(data) % 4 or int.from_bytes(data[12:16], "little") != 4:
         return None
+    start = since[1] if since and since[0] == inode and since[1] <= len(data) else 0
     words = array("I")
     words.frombytes(data[16:])
-    if words.itemsize != 4:
-        return None
-    paths: list[str] = []
-    deps: dict[int, list[int]] = {}
+    spans: list[tuple[int, int]] = []
+    deps: dict[int, Sequence[int]] = {}
+    read: set[int] = set()
     pos, end = 0, len(words)
     while pos < end:
         size = words[pos]
         count, pos = (size & 0x7FFFFFFF) // 4, pos + 1
         if pos + count > end:
             break  # a record cut short by a killed build: ninja drops it too
-        if size & 0x80000000:
-            deps[words[pos]] = list(words[pos + 3:pos + count])
-        else:
-            start = 16 + pos * 4
-            paths.append(data[start:start + count * 4 - 4].rstrip(b"\0").decode(errors="surrogateescape"))
+        if not size & 0x80000000:
+            spans.append((16 + pos * 4, 12 + (pos + count) * 4))
+        elif 12 + pos * 4 >= start:
+            inputs = words[pos + 3:pos + count]
+            read.update(inputs)
+            if per_output:
+                deps[words[pos]] = inputs
         pos += count
-    return paths, deps
+    return DepsLog(Paths(data, spans), deps, read, (inode, len(data)))
 
 
-def inputs_of(trees: Iterable[Path]) -> set[Path]:
-    """Every input the trees' deps logs name (headers and sources the compiler read), as absolute paths."""
-    found: set[Path] = set()
+def inputs_of(trees: Iterable[Path], since: Mapping[str, tuple[int, int]] | None = None
+              ) -> tuple[set[str], dict[str, tuple[int, int]]]:
+    """Every input the trees' deps logs name (headers and sources the compiler read), as absolute, normal paths
+    (string work only: PyTorch's log names some 20,000), of the records after `since` (by tree); and where each
+    log was read up to."""
+    found: set[str] = set()
+    at: dict[str, tuple[int, int]] = {}
     for tree in trees:
-        log = deps_log(tree)
+        base = str(tree)
+        log = deps_log(tree, (since or {}).get(base), per_output=False)
         if log is None:
             continue
-        paths, deps = log
-        ids = {i for inputs in deps.values() for i in inputs if 0 <= i < len(paths)}
-        found |= {Path(os.path.normpath(tree / paths[i])) for i in ids}
-    return found
+        at[base] = log.at
+        found.update(os.path.normpath(os.path.join(base, log.paths[i])) for i in log.read if i < len(log.paths))
+    return found, at
 
 
-def unseen(checkout: Path, candidates: Iterable[Path]) -> set[Path]:
-    """The candidates inside the checkout that git does not vouch for: ignored, or hidden by an index bit."""
-    root = checkout.resolve()
-    inside = sorted(p.relative_to(root).as_posix() for p in candidates if p.is_relative_to(root))
-    if not inside or not (checkout / ".git").exists():
+def prefixes(*folders: Path) -> tuple[str, ...]:
+    """The folders as path prefixes, as written and resolved (a checkout under a linked /tmp is both)."""
+    return tuple(dict.fromkeys(p + os.sep for f in folders for p in (os.path.normpath(str(f)), str(f.resolve()))))
+
+
+def unseen(checkout: Path, inside: Iterable[str]) -> set[str]:
+    """The names (relative to the checkout) that git does not vouch for: ignored, or hidden by an index bit."""
+    names = sorted(inside)
+    if not names or not (checkout / ".git").exists():
         return set()
     ignored = run(["git", "check-ignore", "-z", "--stdin"], cwd=checkout, capture=True, echo=False,
-                  check=False, input="\0".join(inside)).stdout.split("\0")
-    hidden = index_hidden(checkout)
-    return {root / name for name in {*ignored, *hidden} & set(inside)}
+                  check=False, input="\0".join(names)).stdout.split("\0")
+    return {*ignored, *index_hidden(checkout)} & set(names)
 
 
 def index_hidden(checkout: Path) -> set[str]:
@@ -155,21 +207,31 @@ def index_hidden(checkout: Path) -> set[str]:
 def collect(checkout: Path, trees: Iterable[Path], previous: Evidence, outputs: Iterable[str] = ()) -> Evidence:
     """The evidence of the build that just ended: each input of its trees outside the checkout, or inside it
     where git does not vouch for it, by stat and digest (a digest reused where the stat did not move); inputs
-    in the trees themselves and the configuration's own files are the build's, left out."""
-    trees, root = list(trees), checkout.resolve()
-    found = {p for p in inputs_of(trees) if not any(p.is_relative_to(t.resolve()) for t in trees)}
-    own = {root / name for name in outputs}
-    outside = {p for p in found if not p.is_relative_to(root)}
+    in the trees themselves and the configuration's own files are the build's, left out. Only what the deps
+    logs gained since the last build is read; what was kept before is kept, stated again."""
+    trees = list(trees)
+    skip, roots, own = prefixes(*trees), prefixes(checkout), set(outputs)
+    found, logs = inputs_of(trees, previous.logs)
+    outside, inside = set(), set()
+    for path in found:
+        if path.startswith(skip):
+            continue
+        root = next((r for r in roots if path.startswith(r)), None)
+        if root is None:
+            outside.add(path)
+        elif path[len(root):] not in own:
+            inside.add(path[len(root):])
     kept: dict[str, tuple[int, int, str]] = {}
-    for path in sorted(outside | unseen(checkout, found - outside - own)):
-        name = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+    base = str(checkout)
+    for name in sorted({*previous.files, *outside, *unseen(checkout, inside)}):
+        path = os.path.join(base, name)  # an absolute name stays itself
         now, was = stat(path), previous.files.get(name)
         if now is None:
             continue
         sha = was[2] if was and (was[0], was[1]) == now else content(path)
         if sha is not None:
             kept[name] = (now[0], now[1], sha)
-    return Evidence(kept)
+    return Evidence(kept, logs)
 
 
 def stale_outputs(checkout: Path, trees: Iterable[Path], evidence: Evidence) -> tuple[Path, ...]:
@@ -178,17 +240,16 @@ def stale_outputs(checkout: Path, trees: Iterable[Path], evidence: Evidence) -> 
     changed = evidence.changed(checkout) if evidence.files else []
     if not changed:
         return ()
-    root = checkout.resolve()
-    wanted = {Path(os.path.normpath(root / name)) for name in changed}
+    wanted = {os.path.normpath(os.path.join(str(checkout), name)) for name in changed}
     stale = []
     for tree in trees:
         log = deps_log(tree)
         if log is None:
             continue
-        paths, deps = log
-        for out, inputs in deps.items():
-            output = Path(os.path.normpath(tree / paths[out])) if 0 <= out < len(paths) else None
-            if output is not None and output.exists() and any(
-                    0 <= i < len(paths) and Path(os.path.normpath(tree / paths[i])) in wanted for i in inputs):
+        base, paths = str(tree), log.paths
+        hit = {i for i, p in enumerate(paths) if os.path.normpath(os.path.join(base, p)) in wanted}
+        for out, inputs in log.deps.items():
+            output = Path(os.path.normpath(os.path.join(base, paths[out]))) if 0 <= out < len(paths) else None
+            if output is not None and hit.intersection(inputs) and output.exists():
                 stale.append(output)
     return tuple(stale)

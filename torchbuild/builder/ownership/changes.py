@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -31,8 +32,20 @@ def worktree(checkout: Path, prefix: str = "") -> dict[str, list[int] | None]:
     the build's own folders (OWN: build/, nox's .nox/ of `torchbuild matrix`) are left out by pathspec, so git
     never walks them."""
     own = [f":(exclude,top){name}" for name in OWN] if not prefix else []
-    out = run(["git", "status", "--porcelain", "-z", "--untracked-files=all", "--ignore-submodules=none", "--",
-               ".", *own], cwd=checkout, capture=True, echo=False, check=False).stdout
+    with ThreadPoolExecutor(1) as beside:  # git's two answers at once: the no-op waits for one
+        hidden = beside.submit(index_hidden, checkout)
+        out = run(["git", "status", "--porcelain", "-z", "--untracked-files=all", "--ignore-submodules=none", "--",
+                   ".", *own], cwd=checkout, capture=True, echo=False, check=False).stdout
+        entries = status_entries(checkout, out, prefix)
+        for name in hidden.result():  # assume-unchanged, skip-worktree: git status never lists their edits
+            if prefix + name not in entries:
+                entries[prefix + name] = stat_entry(checkout / name)
+    return entries
+
+
+def status_entries(checkout: Path, out: str, prefix: str) -> dict[str, list[int] | None]:
+    """`git status --porcelain -z`'s entries by size and mtime; a changed submodule by its commit and its own
+    files (worktree, recursively)."""
     entries: dict[str, list[int] | None] = {}
     fields = iter(out.split("\0"))
     for entry in fields:
@@ -52,9 +65,6 @@ def worktree(checkout: Path, prefix: str = "") -> dict[str, list[int] | None]:
         except OSError:
             st = None
         entries[prefix + name] = [st.st_size, st.st_mtime_ns] if st and not os.path.isdir(where) else None
-    for name in index_hidden(checkout):  # assume-unchanged, skip-worktree: git status never lists their edits
-        if prefix + name not in entries:
-            entries[prefix + name] = stat_entry(checkout / name)
     return entries
 
 

@@ -14,7 +14,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Mapping
 
 from ...console import SECRET_NAME
@@ -37,21 +37,25 @@ OWN = ("build", ".torchbuild", ".git", "dist", ".nox")  # top-level folders neve
 Stats = dict[str, list[int]]
 
 
+def parts_of(name: object) -> list[str] | None:
+    """A relative, normal path's parts (no `..`, `.` or empty part: PurePosixPath would give it back as it is);
+    None for anything else. String work only: a record of PyTorch's names 12,000 files, read on every build."""
+    if not isinstance(name, str) or not name or "\\" in name or "\0" in name or name[0] == "/":
+        return None
+    parts = name.split("/")
+    return None if any(p in ("", ".", "..") for p in parts) else parts
+
+
 def safe_name(name: object) -> bool:
     """A path a record may hold: relative, normal, inside (no `..`), not in torchbuild's or git's folders."""
-    if not isinstance(name, str) or not name or "\\" in name or "\0" in name:
-        return False
-    path = PurePosixPath(name)
-    return not path.is_absolute() and ".." not in path.parts and str(path) == name and path.parts[0] not in OWN
+    parts = parts_of(name)
+    return parts is not None and parts[0] not in OWN
 
 
 def tree_name(name: object) -> bool:
     """A CMake tree's path as a record may hold it: relative to the checkout, normal, inside (build/ included)."""
-    if not isinstance(name, str) or not name or "\\" in name or "\0" in name:
-        return False
-    path = PurePosixPath(name)
-    return not path.is_absolute() and ".." not in path.parts and str(path) == name and path.parts[0] not in (
-        ".git", ".torchbuild")
+    parts = parts_of(name)
+    return parts is not None and parts[0] not in (".git", ".torchbuild")
 
 
 def valid_stats(files: object) -> bool:
@@ -98,15 +102,23 @@ class Record:
                 "folders": dict(self.folders), "evidence": self.evidence.as_record()}
 
 
+_READ: dict[tuple[str, int, int, int], Record | None] = {}  # a marker read once a process, by its file's stat
+
+
 def read_marker(tree: Path) -> Record | None:
     """The tree's record, validated (None: none, unreadable, or one that cannot be trusted: a key that is
     not a configuration name, a file outside the checkout or env it describes). A record of an older
-    torchbuild that named env files by absolute path keeps no env files (the build goes the whole way)."""
+    torchbuild that named env files by absolute path keeps no env files (the build goes the whole way).
+    Read once a process while its file stays as it is (the build asks at each step: a switch, the verdict)."""
+    path = tree / MARKER
     try:
-        data = json.loads((tree / MARKER).read_text())
+        st = os.stat(path)
+        key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+        if key not in _READ:
+            _READ[key] = valid_marker(json.loads(path.read_text()))
     except (OSError, ValueError):
         return None
-    return valid_marker(data)
+    return _READ[key]
 
 
 def valid_marker(data: object) -> Record | None:
