@@ -235,8 +235,8 @@ def collect(checkout: Path, trees: Iterable[Path], previous: Evidence, outputs: 
 
 
 def stale_outputs(checkout: Path, trees: Iterable[Path], evidence: Evidence) -> tuple[Path, ...]:
-    """The outputs of the trees (that still exist) that read a file of the evidence whose content changed:
-    ninja's clock may call them current."""
+    """The outputs of the trees (that still exist, inside the tree) that read a file of the evidence whose
+    content changed: ninja's clock may call them current."""
     changed = evidence.changed(checkout) if evidence.files else []
     if not changed:
         return ()
@@ -249,7 +249,7 @@ def stale_outputs(checkout: Path, trees: Iterable[Path], evidence: Evidence) -> 
         base, paths = str(tree), log.paths
         hit = {i for i, p in enumerate(paths) if os.path.normpath(os.path.join(base, p)) in wanted}
         for out, inputs in log.deps.items():
-            output = Path(os.path.normpath(os.path.join(base, paths[out]))) if 0 <= out < len(paths) else None
-            if output is not None and hit.intersection(inputs) and output.exists():
-                stale.append(output)
+            output = os.path.normpath(os.path.join(base, paths[out])) if 0 <= out < len(paths) else ""
+            if output.startswith(base + os.sep) and hit.intersection(inputs) and os.path.exists(output):
+                stale.append(Path(output))  # an output in the tree: ninja's own, the only kind removed
     return tuple(stale)
