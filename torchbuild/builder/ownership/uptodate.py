@@ -55,10 +55,6 @@ def stamp_parts(plan: Plan) -> dict[str, object]:
             "files": files, "against": against}  # a secret's value as its digest: the marker keeps these
 
 
-def inputs_stamp(plan: Plan) -> str:
-    return digest(stamp_parts(plan))
-
-
 def why_whole_way(marker: Record, parts: Mapping[str, object], in_place: bool,
                   installed: bool) -> str:
     """Why a configuration with a tree is not up to date, for the terminal: the first that holds of the
