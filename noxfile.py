@@ -1,6 +1,6 @@
 """Nox sessions: `nox -l`. The build matrix (build-3.X(cuda=...)) is torchbuild's own, from
-torchbuild/noxfile.py over this repo's torchbuild.yaml; the rest are the repo's: tests, lint, typecheck,
-bench."""
+torchbuild/noxfile.py over this repo's torchbuild.yaml; the rest are the repo's: tests, unit, realworld, docs,
+lint, typecheck, bench."""
 
 import os
 from pathlib import Path
@@ -22,18 +22,34 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
-def realworld(session: nox.Session) -> None:
-    """torchbuild on real projects from the package index: clone through a mirror, patch, build, import, call."""
+def unit(session: nox.Session) -> None:
+    """The unit tier: parsers, the verdict on recorded data, config, drivers, docs and layout, without building."""
     session.install("-e", ".[test]")
-    session.run("python", "-m", "pytest", "-ra", "-m", "realworld", *session.posargs,
+    session.run("python", "-m", "pytest", "-ra", "-p", "no:xdist", "tests/unit", *session.posargs)
+
+
+@nox.session
+def realworld(session: nox.Session) -> None:
+    """The heavy tier: torchbuild on real projects from the package index (clone through a mirror, patch, build,
+    import, call)."""
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", "-ra", "tests/heavy", *session.posargs,
                 env={"TORCHBUILD_REALWORLD_HEAVY": "1"})  # spglib too
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The docs site into site/, with strict warnings (a broken link fails), after checking its generated pages."""
+    session.install("-e", ".[docs]")
+    session.run("python", "docs/generate.py", "--check")
+    session.run("python", "-m", "sphinx", "-W", "--keep-going", "-n", "-b", "html", "docs", "site", *session.posargs)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff over the library, the entry points and the tests."""
     session.install("ruff")
-    session.run("ruff", "check", "torchbuild", "tests", "tasks.py", "noxfile.py", "bench")
+    session.run("ruff", "check", "torchbuild", "tests", "tasks.py", "noxfile.py", "bench", "docs")
 
 
 @nox.session

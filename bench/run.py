@@ -1,10 +1,11 @@
 """Benchmarks: torchbuild against the plain manual recipe, measured in the same run.
 
-    python bench/run.py [--quick] [--only NAME ...] [--readme]
+    python bench/run.py [--quick] [--only NAME ...]
 
 Each figure is a median of >= 5 repetitions (min and max kept) and a ratio against the plain
-recipe measured in the same run. Results go to bench/results.json; --readme rewrites README's
-"Performance" table from them. Nothing here is a test: no figure fails anything.
+recipe measured in the same run. Results go to bench/results.json, each figure with the machine and date
+it was measured on, and the figures table of docs/performance.md is generated from them (docs/generate.py).
+Nothing here is a test: no figure fails anything.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
+import platform
 import sys
 import tempfile
 import time
@@ -37,6 +38,7 @@ from bench.figures import (  # noqa: E402
     shapes,
 )
 from bench.measure import Bench  # noqa: E402
+from docs import generate as docs  # noqa: E402
 
 FIGURES = {"overhead": builds.overhead, "noop": builds.noop, "clone": clone.clone, "switch": builds.switch,
            "matrix": matrix.matrix, "matrix_vs_build": matrix.matrix_vs_build, "distcc": matrix.distcc,
@@ -48,38 +50,6 @@ FIGURES = {"overhead": builds.overhead, "noop": builds.noop, "clone": clone.clon
            "extension_real": extensions.extension_real}
 
 
-def write_readme(results: dict) -> None:
-    rows = ["| figure | torchbuild | plain recipe | ratio | target |", "|---|---|---|---|---|"]
-    for name, r in results.items():
-        if isinstance(r, dict) and "ratio" in r:
-            how = f" (median of {len(r['pairs'])} pairs' ratios; of the medians {r['ratio of medians']:.2f})" \
-                if "pairs" in r else ""
-            rows.append(f"| {name} | {r['what']}: {r['ours']['median']:.2f} s | {r['plain_what']}: "
-                        f"{r['plain']['median']:.2f} s | {r['ratio']:.2f}{how} | {r['target']} |")
-    noop = results.get("no-op inv matrix (3 sessions)")
-    if noop:
-        rows.append(f"| no-op inv matrix | 3 sessions up to date: {noop['median']:.2f} s | - | - | {noop['target']} |")
-    paper = results.get("distcc on paper")
-    if paper:
-        rows.append(f"| distcc on paper | {paper['local build seconds']:.1f} s here -> "
-                    f"{paper['with remote slots seconds']:.1f} s with {paper['remote slots']} remote slots "
-                    f"(preprocessing {paper['preprocess share']:.0%} of a compile; configure/link "
-                    f"{paper['rest seconds']:.1f} s stay local) | - | {1 / paper['speed-up']:.2f} | - |")
-    core = results.get("core cache hits, second Python")
-    if core:
-        rows.append(f"| core cache hits, a second tree differing only in Python ({' then '.join(core['pythons'])}) | "
-                    f"{core['hits']}/{core['compiles']} of the core's compiles | - | {core['rate']:.2f} | "
-                    f"{core['target']} |")
-    mem = results.get("tool peak RSS (MiB)")
-    if mem:
-        rows.append(f"| tool peak RSS | {mem['median']:.0f} MiB | - | - | {mem['target']} MiB |")
-    readme = ROOT / "README.md"
-    text = readme.read_text()
-    block = "<!-- bench:start -->\n" + "\n".join(rows) + "\n<!-- bench:end -->"
-    text = re.sub(r"<!-- bench:start -->.*<!-- bench:end -->", lambda m: block, text, flags=re.S)
-    readme.write_text(text)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller demo builds (still 5 repetitions)")
@@ -88,7 +58,6 @@ def main() -> int:
                              "loop main_era drivers explain shapes core_hits memory_pool bisect extension "
                              "extension_real first_build "
                              "(heavy: not in the default list)")
-    parser.add_argument("--readme", action="store_true", help="rewrite README's Performance table")
     args = parser.parse_args()
     names = args.only or ["overhead", "noop", "clone", "switch", "matrix", "distcc", "envs", "memory", "realworld",
                           "nightly", "loop", "main_era", "drivers", "explain", "shapes", "core_hits", "memory_pool",
@@ -99,14 +68,19 @@ def main() -> int:
             FIGURES[name](bench)
     out = ROOT / "bench" / "results.json"
     previous = json.loads(out.read_text()) if out.exists() and args.only else {}
-    merged = {**previous.get("results", {}), **bench.results}
-    out.write_text(json.dumps({"quick": args.quick, "machine": f"{os.cpu_count()} cores",
-                               "when": time.strftime("%Y-%m-%d %H:%M"), "results": merged}, indent=2) + "\n")
+    stamp = {"when": time.strftime("%Y-%m-%d %H:%M"), "machine": machine()}
+    results = {**previous.get("results", {}), **bench.results}
+    measured = {**previous.get("measured", {}), **{name: stamp for name in bench.results}}
+    data = {"quick": args.quick, **stamp, "results": results, "measured": measured}
+    out.write_text(json.dumps(data, indent=2) + "\n")
     print(f"wrote {out}")
-    if args.readme:
-        write_readme(merged)
-        print("rewrote README.md's Performance table")
-    return 0
+    return docs.main([])
+
+
+def machine() -> str:
+    """What the figures were measured on: cores, memory, and the load when the run started."""
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{os.cpu_count()} cores {platform.machine()}, {memory:.0f} GiB, load {os.getloadavg()[0]:.1f}"
 
 
 

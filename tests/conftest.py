@@ -1,16 +1,13 @@
-"""Fixtures: git isolated from the user's config, demo upstreams in tmp dirs, and `inv` as a user runs it."""
+"""Fixtures: git isolated from the user's config, demo upstreams and checkouts in tmp dirs, one env dir and one
+compiler cache a run. Helpers (`inv`, `build`, `git`, ...) are in helpers.py."""
 
 from __future__ import annotations
 
 import compileall
-import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,8 +15,8 @@ import pytest
 from torchbuild import console
 from torchbuild.demo import Upstream, make_upstream
 
-REPO = Path(__file__).resolve().parent.parent
-REAL_HOME = Path.home()
+from .helpers import REAL_HOME, REPO, inv, make_venv
+
 # MKL is 1.3 GB in every managed env of a PyTorch-shaped checkout, and the demo links none: the suite's
 # envs go without it (build.mkl), or a run needs tens of GB of disk. test_envs asserts what it adds.
 NO_MKL = {"TORCHBUILD_BUILD_MKL": "0"}
@@ -43,6 +40,20 @@ def fresh_discovery():
     yield
 
 
+def isolated(home: Path) -> dict[str, str]:
+    """The variables of a test's isolation, with `home` as HOME (its .gitconfig written)."""
+    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n[advice]\n\tdetachedHead = false\n")
+    return {"HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"),
+            # pip's download cache is the user's (as on a developer's machine): wheels are fetched once a run,
+            # not once a test (torchbuild's own cache dir stays the test's)
+            "PIP_CACHE_DIR": os.environ.get("PIP_CACHE_DIR") or str(REAL_HOME / ".cache" / "pip"),
+            "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
+            "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.invalid",
+            "TORCHBUILD_GIT_RETRY_DELAY": "0",
+            "TORCHBUILD_WARM": "0",  # no warm process outlives a test (test_warm's own are stopped)
+            **NO_MKL}
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path_factory, monkeypatch, request):
     """A fake HOME, no system git config, a tmp cache dir, no TORCHBUILD_* from the caller; the HOME goes
@@ -51,21 +62,8 @@ def isolated_env(tmp_path_factory, monkeypatch, request):
     for key in list(os.environ):
         if key.startswith(("TORCHBUILD_", "GIT_")) or key in ("NO_COLOR", "XDG_CONFIG_HOME"):
             monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
-    # pip's download cache is the user's (as on a developer's machine): wheels are fetched once a run,
-    # not once a test (torchbuild's own cache dir stays the test's)
-    monkeypatch.setenv("PIP_CACHE_DIR", os.environ.get("PIP_CACHE_DIR") or str(REAL_HOME / ".cache" / "pip"))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    monkeypatch.setenv("GIT_AUTHOR_NAME", "Test")
-    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@example.invalid")
-    monkeypatch.setenv("GIT_COMMITTER_NAME", "Test")
-    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "test@example.invalid")
-    monkeypatch.setenv("TORCHBUILD_GIT_RETRY_DELAY", "0")
-    monkeypatch.setenv("TORCHBUILD_WARM", "0")  # no warm process outlives a test (test_warm's own are stopped)
-    for key, value in NO_MKL.items():
+    for key, value in isolated(home).items():
         monkeypatch.setenv(key, value)
-    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n[advice]\n\tdetachedHead = false\n")
     monkeypatch.setattr(console, "console", console.Console(color=False))
     yield home
     if getattr(request.node, "passed", False):
@@ -87,93 +85,6 @@ def upstream(tmp_path) -> Upstream:
     return make_upstream(tmp_path / "upstream", units=4)
 
 
-@dataclass
-class Done:
-    returncode: int
-    stdout: str
-    stderr: str
-
-    @property
-    def output(self) -> str:
-        return self.stdout + self.stderr
-
-
-def inv(*args: str, root: Path = REPO, env: dict | None = None, check: bool | None = None,
-        timeout: float = 120) -> Done:
-    """Run `inv <args>` as a user would, from the project at `root`."""
-    full_env = dict(os.environ, **(env or {}))
-    proc = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(root), *args],
-                          capture_output=True, text=True, env=full_env, timeout=timeout, stdin=subprocess.DEVNULL)
-    done = Done(proc.returncode, proc.stdout, proc.stderr)
-    if check is True and done.returncode != 0:
-        raise AssertionError(f"inv {' '.join(args)} failed ({done.returncode}):\n{done.output}")
-    if check is False and done.returncode == 0:
-        raise AssertionError(f"inv {' '.join(args)} unexpectedly succeeded:\n{done.output}")
-    return done
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
-
-
-def tree_state(repo: Path) -> dict[str, tuple[str, str]]:
-    """HEAD and porcelain status of `repo` and every nested submodule: equal means untouched."""
-    state = {".": (git(repo, "rev-parse", "HEAD"), git(repo, "status", "--porcelain"))}
-    out = git(repo, "submodule", "foreach", "--quiet", "--recursive",
-              'echo "$displaypath $(git rev-parse HEAD)"')
-    for line in out.splitlines():
-        path, sha = line.split()
-        state[path] = (sha, git(repo / path, "status", "--porcelain"))
-    return state
-
-
-def copy_project(dest: Path) -> Path:
-    """A project folder with tasks.py, for tests that need their own superproject."""
-    dest.mkdir(parents=True, exist_ok=True)
-    shutil.copy(REPO / "tasks.py", dest / "tasks.py")
-    return dest
-
-
-@contextlib.contextmanager
-def tmpfs(path: Path, options: str):
-    """A small tmpfs mounted at `path` (a full disk, a read-only folder) while in the block; the test is
-    skipped where mounts are not allowed."""
-    path.mkdir(parents=True, exist_ok=True)
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True).returncode:
-        pytest.skip("cannot mount a tmpfs here (needs root in a namespace that allows mounts)")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
-
-
-def free_port() -> int:
-    """A TCP port on loopback nobody listens on (for daemons the tests start)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for_port(port: int, proc: subprocess.Popen, what: str = "the daemon") -> None:  # type: ignore[type-arg]
-    """Wait until a daemon the test started accepts connections (it must not die meanwhile)."""
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            assert time.monotonic() < deadline and proc.poll() is None, f"{what} did not start"
-            time.sleep(0.05)
-
-
-def make_venv(path: Path, python: str | Path = sys.executable) -> Path:
-    """A venv of `python` with pip in it, made by virtualenv as torchbuild makes its envs (pip from virtualenv's
-    wheel cache, where `python -m venv` runs ensurepip for three seconds); its python."""
-    subprocess.run([sys.executable, "-m", "virtualenv", "-q", "--no-periodic-update", "-p", str(python), str(path)],
-                   check=True)
-    return path / "bin" / "python"
-
-
 @pytest.fixture(scope="session")
 def installed(tmp_path_factory) -> Path:
     """torchbuild's wheel with its dependencies in a fresh venv outside the repo (as pipx would make it);
@@ -192,3 +103,58 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests that build or download (`slow`) first, in their order: side by side under pytest-xdist, a
     long one started last would run on alone at the end."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.fixture(scope="session")
+def shared(tmp_path_factory, worker_id):
+    """One env dir a worker and one compiler cache for every build test (the env is made once a worker; the
+    cache, which takes concurrent builds, once a run: under pytest-xdist it sits beside the workers' folders).
+    Defined here, once: a session fixture imported into several modules is set up once a module."""
+    root = tmp_path_factory.mktemp("shared")
+    run = tmp_path_factory.getbasetemp().parent if worker_id != "master" else root
+    return {"TORCHBUILD_PATHS_ENVS": str(root / "envs"), "TORCHBUILD_PATHS_CACHE_DIR": str(run / "shared-cache"),
+            "TORCHBUILD_BUILD_MIN_FREE_GB": "1"}
+
+
+@pytest.fixture(scope="session")
+def clones(tmp_path_factory, shared):
+    """The demo's upstream and a fresh clone of it, made once a worker for each shape (era, units) and copied for
+    each test: what `make_upstream` + `inv clone` would give it, in a tenth of the time. Its upstream is shared,
+    so a test that changes the upstream makes its own."""
+    made: dict[tuple[str, int], Path] = {}
+
+    def clone(era: str, units: int) -> Path:
+        if (era, units) not in made:
+            root = tmp_path_factory.mktemp(f"clone-{era}-{units}")
+            (root / "home").mkdir()
+            up = make_upstream(root / "upstream", units=units, era=era)
+            inv("clone", "--url", up.url("pytorch"), "--path", str(root / "co"), check=True,
+                env={**isolated(root / "home"), **shared})
+            made[era, units] = root / "co"
+        return made[era, units]
+    return clone
+
+
+def _demo(tmp_path: Path, shared: dict[str, str], monkeypatch: pytest.MonkeyPatch, template: Path) -> Path:
+    for key, value in {**shared, "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs")}.items():
+        monkeypatch.setenv(key, value)
+    subprocess.run(["cp", "-a", str(template), str(tmp_path / "co")], check=True)
+    return tmp_path / "co"
+
+
+@pytest.fixture
+def demo(tmp_path, shared, clones, monkeypatch):
+    """A checkout of the demo at its default size (24 units), with the shared env and compiler cache."""
+    return _demo(tmp_path, shared, monkeypatch, clones("2.13", 24))
+
+
+@pytest.fixture
+def small_demo(tmp_path, shared, clones, monkeypatch):
+    """A checkout of a 4-unit demo with the shared env and compiler cache (quick to build from nothing)."""
+    return _demo(tmp_path, shared, monkeypatch, clones("2.13", 4))
+
+
+@pytest.fixture
+def main_demo(tmp_path, shared, clones, monkeypatch):
+    """The 4-unit demo in PyTorch main's shape (scikit-build-core), with the shared env and compiler cache."""
+    return _demo(tmp_path, shared, monkeypatch, clones("main", 4))

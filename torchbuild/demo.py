@@ -205,7 +205,7 @@ class Upstream:
         return self.link(parent, path, child, url=self.url(new_name))
 
 
-# The eras of PyTorch's build the demo can take (README, "Build drivers"): its files in demo_project/pytorch/
+# The eras of PyTorch's build the demo can take (docs/build.md, "Build drivers"): its files in demo_project/pytorch/
 # are 2.13's (setup.py + tools/setup_helpers); main's (scikit-build-core, 2.14 on) are those with
 # demo_project/pytorch_main/ laid over them and setup.py's helpers gone, as PyTorch's PR #180247 did.
 ERAS = ("main", "2.13")

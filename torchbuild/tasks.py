@@ -215,19 +215,22 @@ def env_list(c):
     cli.main(_root(c), "env.list_envs")
 
 
-@task(name="remove", help={"yes": "do not ask", **DRY_RUN})
+NAME_HELP = {"name": "the managed env, e.g. py3.12 (inv env.list names them)"}
+
+
+@task(name="remove", help={**NAME_HELP, "yes": "do not ask", **DRY_RUN})
 def env_remove(c, name, yes=False, dry_run=False):
     """Remove a managed env."""
     cli.main(_root(c), "env.remove", name=name, yes=yes, dry_run=dry_run)
 
 
-@task(name="activate", aliases=["shell"], help={"shell": "bash, zsh, fish or csh (default: $SHELL)"})
+@task(name="activate", aliases=["shell"], help={**NAME_HELP, "shell": "bash, zsh, fish or csh (default: $SHELL)"})
 def env_activate(c, name, shell=None):
     """Print the line that activates a managed env: eval "$(inv env.activate py3.12)"."""
     cli.main(_root(c), "env.activate", name=name, shell=shell)
 
 
-@task(name="run")
+@task(name="run", help=NAME_HELP)
 def env_run(c, name):
     """Run a command inside a managed env: inv env.run py3.12 -- python -c 'import torch'."""
     argv = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else []  # invoke's remainder loses quoting

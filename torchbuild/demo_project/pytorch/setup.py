@@ -1,4 +1,4 @@
-"""minitorch's setup.py: PyTorch's build driver in miniature (see torchbuild's README, "The demo").
+"""minitorch's setup.py: PyTorch's build driver in miniature (see torchbuild's docs/demo.md).
 
 Every mechanism follows PyTorch's setup.py and tools/: CMake configures build/ once and installs
 into minitorch/ (lib/, include/, share/); build_ext links minitorch/_C from csrc/stub.c against

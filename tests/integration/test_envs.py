@@ -1,0 +1,248 @@
+"""`inv env.*`: managed build environments, made for real with venv and uv (conda via a stub)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from torchbuild.toolchain import search_path
+
+from ..helpers import PYENV, REAL_HOME, build, inv
+
+
+def has_python(minor: str) -> bool:
+    return any(PYENV.glob(f"{minor}.*/bin/python3"))
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A config whose env dir and checkout live in tmp; pip's download cache is the user's."""
+    monkeypatch.setenv("PIP_CACHE_DIR", str(REAL_HOME / ".cache" / "pip"))
+    monkeypatch.setenv("TORCHBUILD_PATHS_ENVS", str(tmp_path / "envs"))
+    monkeypatch.setenv("TORCHBUILD_SOURCE_PATH", str(tmp_path / "checkout"))
+    monkeypatch.setenv("HOME", str(REAL_HOME))  # pyenv's Pythons are found under the real home
+    return tmp_path
+
+
+def local_index(tmp_path: Path) -> Path:
+    """A PEP 503 index in a folder holding one small wheel, `tbprobe` (written by hand: no network)."""
+    files = {
+        "tbprobe/__init__.py": "VALUE = 42\n",
+        "tbprobe-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: tbprobe\nVersion: 1.0\n",
+        "tbprobe-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: torchbuild-tests\nRoot-Is-Purelib: true\n"
+                                       "Tag: py3-none-any\n",
+    }
+    record = []
+    for name, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(text.encode())}")
+    files["tbprobe-1.0.dist-info/RECORD"] = "\n".join(record + ["tbprobe-1.0.dist-info/RECORD,,"]) + "\n"
+    simple = tmp_path / "simple"
+    (simple / "tbprobe").mkdir(parents=True)
+    with zipfile.ZipFile(simple / "tbprobe" / "tbprobe-1.0-py3-none-any.whl", "w") as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+    html = '<html><body><a href="tbprobe-1.0-py3-none-any.whl">tbprobe-1.0-py3-none-any.whl</a></body></html>'
+    (simple / "tbprobe" / "index.html").write_text(html)
+    (simple / "index.html").write_text('<html><body><a href="tbprobe/">tbprobe</a></body></html>')
+    return simple
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("minor", ["3.6", "3.12"])
+def test_real_env_with_build_deps_and_idempotent(project, minor, monkeypatch):
+    if not has_python(minor):
+        pytest.skip(f"no pyenv Python {minor} on this machine")
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # as many containers set it: Python writes no bytecode
+    done = inv("env.create", "--python", minor, check=True, timeout=600)
+    prefix = project / "envs" / f"py{minor}"
+    assert f"env py{minor}: Python {minor}." in done.stderr
+    site = prefix / "lib" / f"python{minor}" / "site-packages"  # so the env's packages come byte-compiled
+    tag = f"cpython-{minor.replace('.', '')}"
+    assert [(site / p / "__pycache__" / f"__init__.{tag}.pyc").exists() for p in ("pip", "yaml")] == [True, True]
+    out = subprocess.run([str(prefix / "bin/python"), "-c",
+                          "import numpy, yaml, ninja, cmake, sys; print(sys.version_info[:2], numpy.__version__)"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.startswith(f"({minor.replace('.', ', ')})")
+    if minor == "3.6":
+        assert "1.19.5" in out
+    again = inv("env.create", "--python", minor, check=True)
+    assert "is up to date: nothing to install" in again.stderr and "pip" not in again.stderr.split("up to date")[1]
+    listed = inv("env.list", check=True).stdout
+    assert f"py{minor}" in listed and "yes" in listed
+    assert inv("env.activate", f"py{minor}", check=True).stdout.strip() == f"source {prefix}/bin/activate"
+    ran = inv("env.run", f"py{minor}", "--", "python", "-c", "import sys; print(sys.prefix)", check=True)
+    assert str(prefix) in ran.stdout
+    dry = inv("env.remove", f"py{minor}", "--dry-run", check=True)
+    assert f"would remove env py{minor} ({prefix}" in dry.stderr and (prefix / "bin" / "python").exists()
+
+
+def test_an_unreachable_index_is_named_as_such(project):
+    """pip says "no matching distribution" when the index cannot be reached: the error says which it was."""
+    from ..helpers import free_port
+
+    checkout = project / "checkout"
+    checkout.mkdir()
+    (checkout / "requirements-build.txt").write_text("cffi\n")
+    (project / "tb.yaml").write_text(f"mirrors:\n  pip_index_url: http://127.0.0.1:{free_port()}/simple\n")
+    py = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    done = inv("env.create", "--python", py, env={"TORCHBUILD_CONFIG": str(project / "tb.yaml"),
+                                                  "PIP_CONFIG_FILE": "/dev/null", "PIP_RETRIES": "1"}, timeout=300)
+    assert done.returncode == 1 and "cannot reach the package index to install cffi" in done.stderr
+    assert "Connection refused" in done.stderr and "pin a version" not in done.stderr
+
+
+def test_mirror_config_is_written_into_the_env_and_used(project):
+    simple = local_index(project)
+    checkout = project / "checkout"
+    checkout.mkdir()
+    (checkout / "requirements-build.txt").write_text("tbprobe\n")
+    (project / "tb.yaml").write_text(f"mirrors:\n  pip_index_url: {simple.as_uri()}\n"
+                                     "  pip_trusted_hosts: [example.invalid]\n")
+    env = {"TORCHBUILD_CONFIG": str(project / "tb.yaml"), "PIP_CONFIG_FILE": "/dev/null"}
+    py = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    inv("env.create", "--python", py, env=env, check=True, timeout=300)
+    prefix = project / "envs" / f"py{py}"
+    conf = (prefix / "pip.conf").read_text()
+    assert f"index-url = {simple.as_uri()}" in conf and "trusted-host = example.invalid" in conf
+    assert (prefix / "pip.conf").stat().st_mode & 0o777 == 0o600  # an index url may hold a token
+    out = subprocess.run([str(prefix / "bin/python"), "-c", "import tbprobe; print(tbprobe.VALUE)"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "42"
+    assert not (REAL_HOME / ".config" / "pip" / "pip.conf").exists() or "tbprobe" not in \
+        (REAL_HOME / ".config" / "pip" / "pip.conf").read_text()
+
+
+def test_uv_backend(project):
+    if not shutil.which("uv", path=search_path(os.environ)):
+        pytest.skip("uv is not installed (pip install uv)")
+    simple = local_index(project)
+    checkout = project / "checkout"
+    checkout.mkdir()
+    (checkout / "requirements-build.txt").write_text("tbprobe\n")
+    (project / "tb.yaml").write_text(f"mirrors:\n  pip_extra_index_urls: [{simple.as_uri()}]\n")
+    py = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    done = inv("env.create", "--python", py, "--backend", "uv", env={"TORCHBUILD_CONFIG": str(project / "tb.yaml")},
+               check=True, timeout=300)
+    prefix = project / "envs" / f"py{py}-uv"
+    assert "(uv)" in done.stderr and "uv pip install" in done.stderr
+    out = subprocess.run([str(prefix / "bin/python"), "-c", "import tbprobe; print(tbprobe.VALUE)"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "42"
+
+
+def test_conda_backend_commands(project):
+    """Conda channels are unreachable here: a stub conda records its arguments and makes the prefix."""
+    record = project / "calls.jsonl"
+    stub_dir = project / "stubbin"
+    stub_dir.mkdir()
+    conda = stub_dir / "conda"
+    conda.write_text(textwrap.dedent(f"""\
+        #!{sys.executable}
+        import json, os, sys
+        args = sys.argv[1:]
+        with open({str(record)!r}, "a") as fh:
+            fh.write(json.dumps({{"argv": args, "condarc": os.environ.get("CONDARC")}}) + "\\n")
+        prefix = args[args.index("--prefix") + 1]
+        os.makedirs(os.path.join(prefix, "bin"), exist_ok=True)
+        py = os.path.join(prefix, "bin", "python")
+        with open(py, "w") as fh:
+            fh.write("#!/bin/sh\\necho \\"python $*\\" >> {record}.python\\n")
+        os.chmod(py, 0o755)
+    """))
+    conda.chmod(0o755)
+    (project / "tb.yaml").write_text("mirrors:\n  conda_channels: [https://mirror.example/conda-forge, "
+                                     "https://mirror.example/nvidia]\n  conda_channel_priority: strict\n"
+                                     "build:\n  cuda: '13.0'\n")
+    env = {"TORCHBUILD_CONFIG": str(project / "tb.yaml"), "CONDA_EXE": str(conda), "TORCHBUILD_BUILD_MKL": "1",
+           "PATH": f"{stub_dir}:{os.environ['PATH']}"}
+    py = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    inv("env.create", "--python", py, "--backend", "conda", env=env, check=True)
+    (call,) = [json.loads(line) for line in record.read_text().splitlines()]
+    prefix = project / "envs" / f"py{py}-conda"
+    assert call["argv"] == ["create", "--yes", "--prefix", str(prefix), "--override-channels",
+                            "-c", "https://mirror.example/conda-forge", "-c", "https://mirror.example/nvidia",
+                            f"python={py}", "mkl", "mkl-include", "magma-cuda130"]
+    assert call["condarc"] == str(prefix / ".condarc")
+    assert (prefix / ".condarc").read_text() == ("channels:\n  - https://mirror.example/conda-forge\n"
+                                                 "  - https://mirror.example/nvidia\nchannel_priority: strict\n")
+    pip_calls = Path(f"{record}.python").read_text()
+    assert "-m pip install -q" in pip_calls and "numpy" in pip_calls
+
+
+def test_bad_input(project):
+    missing = inv("env.create", "--python", "2.9")
+    assert missing.returncode == 1 and "Python 2.9 was not found (found:" in missing.stderr
+    backend = inv("env.create", "--backend", "micromamba", env={"PATH": "/usr/bin:/bin", "MAMBA_EXE": ""})
+    assert backend.returncode == 1 and "the micromamba backend is not installed" in backend.stderr
+    assert "install micromamba" in backend.stderr
+    blocker = project / "not-a-folder"
+    blocker.write_text("a file where the env dir should go\n")
+    bad_dir = inv("env.create", env={"TORCHBUILD_PATHS_ENVS": str(blocker / "envs")})
+    assert bad_dir.returncode == 1 and f"cannot write the env dir {blocker / 'envs'}" in bad_dir.stderr
+    assert blocker.read_text() == "a file where the env dir should go\n"
+
+
+def test_unresolvable_requirement_leaves_nothing_trusted(project):
+    checkout = project / "checkout"
+    checkout.mkdir()
+    (checkout / "requirements-build.txt").write_text("torchbuild-no-such-package-xyz==99\n")
+    py = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    done = inv("env.create", "--python", py, timeout=300)
+    assert done.returncode == 1
+    assert f"cannot install torchbuild-no-such-package-xyz==99 for Python {py}." in done.stderr
+    assert "Traceback" not in done.output
+    assert not (project / "envs" / f"py{py}").exists()
+
+
+@pytest.mark.slow
+def test_switching_checkouts_adds_what_is_missing_and_a_conflict_makes_the_env_anew(project, monkeypatch):
+    """An env made for one checkout serves the next by adding its requirements; when that leaves
+    packages whose requirements are broken (pip check), the env is made again and says why."""
+    checkouts = {name: project / name for name in ("a", "b", "c")}
+    for name, reqs in {"a": "setuptools\nsetuptools_scm==8.1.0\n", "b": "setuptools\nsix\n",
+                       "c": "setuptools\npackaging==19.2\n"}.items():
+        checkouts[name].mkdir()
+        (checkouts[name] / "requirements-build.txt").write_text(reqs)
+    monkeypatch.setenv("TORCHBUILD_SOURCE_PATH", str(checkouts["a"]))
+    inv("env.create", "--name", "shared", check=True, timeout=600)
+    python = project / "envs/shared/bin/python"
+    made = python.resolve().stat().st_ino, (project / "envs/shared/pyvenv.cfg").stat().st_mtime_ns
+    monkeypatch.setenv("TORCHBUILD_SOURCE_PATH", str(checkouts["b"]))
+    switched = inv("env.create", "--name", "shared", check=True, timeout=600)
+    assert "add what b needs" in switched.stderr and "out of date: making it again" not in switched.stderr
+    assert (python.resolve().stat().st_ino, (project / "envs/shared/pyvenv.cfg").stat().st_mtime_ns) == made
+    subprocess.run([str(python), "-c", "import six, setuptools_scm"], check=True)
+    monkeypatch.setenv("TORCHBUILD_SOURCE_PATH", str(checkouts["c"]))
+    conflict = inv("env.create", "--name", "shared", check=True, timeout=600)
+    assert "conflicting packages after the update" in conflict.stderr and "setuptools" in conflict.stderr
+    assert "create env shared" in conflict.stderr  # made anew: c's requirements only
+    listed = subprocess.run([str(python), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True,
+                            check=True).stdout
+    assert "packaging==19.2" in listed and "setuptools-scm" not in listed.lower().replace("_", "-")
+
+
+def test_a_python_the_checkout_refuses_is_named_before_any_env_is_made(small_demo, tmp_path, monkeypatch):  # noqa: F811
+    """(issue 29)"""
+    from ..helpers import REAL_HOME
+
+    if not list((REAL_HOME / ".pyenv" / "versions").glob("2.7*/bin/python")):
+        import pytest
+
+        pytest.skip("no Python 2.7 under ~/.pyenv/versions")
+    monkeypatch.setenv("TORCHBUILD_PATHS_ENVS", str(tmp_path / "envs"))
+    monkeypatch.setenv("HOME", str(REAL_HOME))  # pyenv's Pythons are found under the real home
+    done = build(small_demo, "--python", "2.7", check=False)
+    assert done.returncode != 0 and "Traceback" not in done.output
+    assert "needs Python >= 3.10, not 2.7" in done.stderr and "venv" not in done.stderr  # requires-python
+    assert not (tmp_path / "envs").exists() or list((tmp_path / "envs").iterdir()) == []

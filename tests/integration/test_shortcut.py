@@ -1,0 +1,90 @@
+"""The edit-compile loop's shortcut: setup.py's own `cmake --build . --target install`, without pip, only
+where it gives what the whole build gives."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from torchbuild.builder.shortcut import (
+    version_refusal,
+)
+
+from ..helpers import build, checksum, edit, git, last_log, run_python
+
+SHORTCUT = "only files ninja builds from changed since the last build"
+
+
+def test_an_edited_unit_rebuilds_without_pip_and_imports_what_the_whole_build_makes(small_demo):  # noqa: F811
+    build(small_demo, "--cuda", "none")
+    first = checksum(small_demo)
+    edit(small_demo / "c10/core/unit_01.cpp", "(n / 2)", "(n / 3)")
+    done = build(small_demo, "--cuda", "none")
+    assert SHORTCUT in done.stderr and "1 compile step(s)" in done.stderr
+    log = last_log(small_demo)
+    assert "--target install" in log.splitlines()[0] and "-m pip" not in log and "build_ext" not in log
+    kept = json.loads(sorted(Path(os.environ["TORCHBUILD_PATHS_LOGS"]).rglob("*.record.json"),
+                             key=lambda p: p.stat().st_mtime)[-1].read_text())
+    assert kept["command"][1:3] == ["--build", "."] and kept["command_dir"] == "build"  # what ran, on record
+    quick = checksum(small_demo)
+    assert quick != first
+    edit(small_demo / "minitorch/csrc/module.cpp", "static PyObject* checksum", "/* the loop */ static PyObject* "
+         "checksum")  # the bindings, built by CMake into libtorch_python as PyTorch's are
+    (small_demo / "minitorch/__init__.py").write_text((small_demo / "minitorch/__init__.py").read_text() + "\nX = 1\n")
+    assert SHORTCUT in build(small_demo, "--cuda", "none").stderr
+    assert run_python("import minitorch; print(minitorch.X, minitorch.checksum())", small_demo.parent) == f"1 {quick}"
+    assert "up to date" in build(small_demo, "--cuda", "none").stderr
+    whole = build(small_demo, "--cuda", "none", "--clean")  # from nothing (the compiler cache): the same library
+    assert SHORTCUT not in whole.stderr and checksum(small_demo) == quick
+
+
+def test_what_only_setup_py_reads_goes_the_whole_way_and_a_commit_of_ninja_inputs_does_not(small_demo):  # noqa: F811
+    build(small_demo, "--cuda", "none")
+    edit(small_demo / "minitorch/csrc/stub.c", "#include <Python.h>", "#include <Python.h>\n/* edited */")
+    edit(small_demo / "c10/core/unit_02.cpp", "(n / 2)", "(n / 5)")
+    done = build(small_demo, "--cuda", "none")
+    assert "the whole way through setup.py: minitorch/csrc/stub.c changed and ninja does not build from it" \
+        in done.stderr
+    assert "build_ext" in last_log(small_demo)
+    edit(small_demo / "c10/core/unit_02.cpp", "(n / 5)", "(n / 7)")
+    assert SHORTCUT in build(small_demo, "--cuda", "none").stderr  # stub.c is unchanged since that build
+    versions = "import importlib.metadata as m, minitorch.version as v; print(v.git_version, m.version('minitorch'))"
+    for subject, new in (("loop", None), ("loop again", "(n / 8)")):
+        if new:
+            edit(small_demo / "c10/core/unit_02.cpp", "(n / 7)", new)
+        git(small_demo, "commit", "-qam", subject)  # what was built, committed; then an edit, committed
+        assert "another commit: the" in build(small_demo, "--cuda", "none", "--explain").stdout  # as it will build
+        again = build(small_demo, "--cuda", "none")  # version.py names the commit: the build writes it anew
+        assert SHORTCUT in again.stderr and "a build of another commit" in again.stderr
+        head = git(small_demo, "rev-parse", "HEAD").strip()  # pip's record says that commit's version too
+        assert run_python(versions, small_demo.parent) == f"{head} 2.11.0a0+git{head[:7]}"
+    edit(small_demo / "tools/setup_helpers/env.py", "", "# edited\n")
+    git(small_demo, "commit", "-qam", "setup.py's helpers")
+    assert "the whole way through setup.py: tools/setup_helpers/env.py changed and ninja does not build from it" \
+        in build(small_demo, "--cuda", "none").stderr
+    edit(small_demo / "c10/core/unit_02.cpp", "(n / 8)", "(n / 9)")
+    assert SHORTCUT not in build(small_demo, "--cuda", "none", "--rerun").stderr  # --rerun: the whole way
+
+
+def test_across_commits_pips_version_must_be_one_the_build_writes_at_every_build(tmp_path):
+    co, build = tmp_path / "co", tmp_path / "co" / "build"
+    (co / "pkg").mkdir(parents=True)
+    build.mkdir()
+    version = co / "pkg" / "version.py"
+    version.write_text("__version__ = '1.0+git1111111'\n")
+    info = tmp_path / "pkg-1.0+git1111111.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Name: pkg\nVersion: 1.0+git1111111\n")
+    (co / "input.txt").write_text("x\n")
+    made = {"pkg/version.py": [1, 1]}
+    for edge, regenerated in ((f"build gen_never {version}: gen\n", True), (f"build {version}: gen ../input.txt\n",
+                                                                             False)):
+        (build / "build.ninja").write_text("rule gen\n  command = touch " + str(version) + "\n" + edge)
+        subprocess.run(["ninja", "-C", str(build)], check=True, capture_output=True)  # built once: in its log
+        why = version_refusal(co, "pkg", info / "RECORD", made, shutil.which("ninja"))
+        assert why is None if regenerated else why == "the build's ninja does not write pkg/version.py at every build"
+    assert "disagree" in str(version_refusal(co, "pkg", tmp_path / "none" / "RECORD", made, shutil.which("ninja")))
+    assert "does not write pkg/version.py" in str(version_refusal(co, "pkg", info / "RECORD", {}, None))

@@ -1,0 +1,80 @@
+"""Toolchain discovery on this machine, and on fake toolkits/compilers/GPUs made as files in tmp."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from torchbuild.toolchain import cuda, python
+
+from ..helpers import REAL_HOME, fake_toolkit, inv
+
+
+def discover(*roots: Path, env: dict | None = None) -> list[cuda.Toolkit]:
+    return cuda.discover(env or {"PATH": ""}, [str(r) for r in roots], system_dirs=())
+
+
+def test_installed_versions_match_what_the_package_says_from_2_7_to_the_newest():
+    pythons = [p for p in python.discover({"HOME": str(REAL_HOME), "PATH": "/usr/bin"}) if p.found_by == "pyenv"]
+    assert {p.minor for p in pythons} >= {"2.7", "3.6", "3.12"}  # importlib.metadata, and before it
+    for py in pythons:
+        said = subprocess.run([str(py.path), "-c", "import setuptools; print(setuptools.__version__)"],
+                              capture_output=True, text=True).stdout.strip()
+        found = python.installed_versions(py.path, ["setuptools", "no-such-package"])
+        assert found == {"setuptools": said, "no-such-package": ""}, py.path
+
+
+def test_doctor_json_schema():
+    done = inv("doctor", "--json")
+    assert done.returncode in (0, 1)
+    data = json.loads(done.stdout)
+    assert data["status"] in ("ok", "warning", "problem")
+    assert {"name", "status", "detail", "fix"} <= set(data["rows"][0])
+    names = {r["name"] for r in data["rows"]}
+    assert {"git", "cmake", "ninja", "memory", "disk", "checkout"} <= names
+    assert any(n.startswith("python ") for n in names)
+    assert "MAX_JOBS would be" in next(r["detail"] for r in data["rows"] if r["name"] == "memory")
+    assert isinstance(data["facts"]["pythons"], list)
+
+
+def test_cuda_env_prints_exports_and_bad_input_is_one_line(tmp_path):
+    root = fake_toolkit(tmp_path / "tk", version_json="12.6.3")
+    env = {"TORCHBUILD_TOOLCHAIN_CUDA_ROOTS": str(root)}
+    done = inv("cuda.env", "12.6", env=env, check=True)
+    assert f"export CUDA_HOME={root}" in done.stdout
+    script = f'{done.stdout}\necho "$CUDA_HOME|$PATH"'
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env={"PATH": "/usr/bin"}).stdout
+    assert out.strip() == f"{root}|{root}/bin:/usr/bin"
+    for bad, message in (("banana", "bad CUDA version 'banana'"), ("10.0", "CUDA 10.0 is not installed")):
+        done = inv("cuda.env", bad, env=env)
+        assert done.returncode == 1 and message in done.stderr and "Traceback" not in done.output
+    done = inv("cuda.install", "12.4")
+    assert done.returncode == 1 and "ptxas only" in done.stderr
+
+
+@pytest.mark.slow
+def test_cuda_install_from_pypi_then_nvcc_compiles(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIP_CACHE_DIR", str(REAL_HOME / ".cache" / "pip"))
+    with ThreadPoolExecutor(2) as pool:  # two installs at once take turns; the later one finds it installed
+        both = list(pool.map(lambda _: inv("cuda.install", "13.0", check=True, timeout=600), range(2)))
+    root = Path(os.environ["XDG_CACHE_HOME"]) / "torchbuild/cuda/cuda-13.0"
+    said = both[0].stderr + both[1].stderr
+    assert said.count(f"at {root}; select it with --cuda 13.0") == 2 and said.count("already installed") == 1
+    assert "another torchbuild is installing CUDA 13.0" in said
+    assert not list(root.parent.glob(".cuda-13.0.partial*"))
+    listed = inv("cuda.list", check=True).stdout
+    assert str(root) in listed and "inv cuda.install" in listed
+    again = inv("cuda.install", "13.0", check=True)
+    assert "already installed" in again.stderr
+    src = tmp_path / "k.cu"
+    src.write_text("__global__ void twice(float* x) { x[threadIdx.x] *= 2.f; }\n")
+    env = {**os.environ, **cuda.toolkit_env(cuda.probe(root, "t"), os.environ)}
+    subprocess.run([str(root / "bin/nvcc"), "-c", str(src), "-o", str(tmp_path / "k.o")], check=True, env=env)
+    assert (tmp_path / "k.o").stat().st_size > 0
+    assert shutil.which("nvcc", path=env["PATH"]) == str(root / "bin/nvcc")

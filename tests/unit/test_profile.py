@@ -1,0 +1,34 @@
+"""The build profile: where a build's time went, as a table, in the record, as a Chrome trace and a timeline."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchbuild.builder import profile
+
+
+def test_ninja_log_runs_are_anchored_and_steps_told_apart(tmp_path):
+    log = tmp_path / ".ninja_log"
+    base = 1_800_000_000 * 10**9
+    log.write_text("# ninja log v7\n"
+                   f"0\t500\t{base}\tCMakeFiles/c10.dir/a.cpp.o\th\n"
+                   f"10\t400\t{base}\tCMakeFiles/c10.dir/b.cpp.o\th\n"
+                   f"500\t900\t{base}\tlibc10.so\th\n"
+                   f"900\t950\t{base}\tCMakeFiles/gen_torch_version\th\n"
+                   f"0\t20\t{base + 5 * 10**9}\tCMakeFiles/install.util\th\n")  # a second ninja run, 5 s later
+    steps = profile.ninja_steps(log, 0)
+    assert [s.kind for s in steps] == ["compile", "compile", "link", "codegen", "codegen"]
+    assert steps[0].start == pytest.approx(1_800_000_000.0) and steps[2].seconds == pytest.approx(0.4)
+    assert steps[4].start == pytest.approx(1_800_000_005.0)  # its own run's clock
+    assert profile.lanes(steps[:3]) == [0, 1, 0]  # b starts while a runs; the link after a
+    assert profile.ninja_steps(log, log.stat().st_size) == []  # only what this build appended
+
+
+def test_a_log_ninja_compacted_during_the_build_keeps_only_this_builds_steps(tmp_path):
+    log = tmp_path / ".ninja_log"
+    base = 1_800_000_000 * 10**9
+    log.write_text("# ninja log v7\n"
+                   f"0\t500\t{base - 3600 * 10**9}\tCMakeFiles/c10.dir/old.cpp.o\th\n"  # an hour before, kept
+                   f"0\t300\t{base}\tCMakeFiles/c10.dir/new.cpp.o\th\n")
+    steps = profile.ninja_steps(log, 10_000, since=1_800_000_000 - 0.2)  # the offset is past the rewritten end
+    assert [s.output for s in steps] == ["CMakeFiles/c10.dir/new.cpp.o"]

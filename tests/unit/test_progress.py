@@ -1,0 +1,26 @@
+"""The progress line, the compile count, and the processes the watchers count (from the lines builds print)."""
+
+from __future__ import annotations
+
+from torchbuild.progress import Tracker, target_name
+
+
+def test_a_step_is_named_by_what_it_builds_never_by_a_flag():
+    assert target_name("Building CXX object c10/CMakeFiles/c10.dir/core/a.cpp.o") == "a.cpp"
+    assert target_name("Linking CXX shared library lib/libc10.so") == "libc10.so"
+    # cpp_extension's build.ninja prints the bare command, its last word a flag
+    assert target_name("c++ -MMD -MF /x/op.o.d -I/inc -c /x/src/op.cpp -o /x/build/op.o -O3 -std=c++20") == "op.cpp"
+    assert target_name("g++ -shared /x/build/op.o -o /x/build/lib/_C.so -std=c++20") == "_C.so"
+
+
+def test_compiles_are_counted_from_ninja_and_from_setuptools_build_ext():
+    tracker = Tracker()
+    lines = ["[1/3] Building CXX object c10/CMakeFiles/c10.dir/core/a.cpp.o",
+             "[2/3] c++ -MMD -MF /x/op.o.d -c /x/src/op.cpp -o /x/build/op.o -std=c++20",
+             "[3/3] Linking CXX shared library libc10.so",
+             "x86_64-linux-gnu-gcc -fPIC -I/usr/include/python3.11 -c src/main.cpp -o build/temp/src/main.o -std=c++17",
+             "g++ -shared build/temp/src/main.o -o build/lib/python_example.so"]
+    shown = [tracker.feed(line) for line in lines]
+    assert tracker.compiles == 3  # two through ninja, one build_ext ran itself; links are not compiles
+    assert shown[1] is not None and shown[1].endswith("op.cpp") and shown[3] == "compiling main.cpp"
+    assert shown[4] is None

@@ -1,0 +1,51 @@
+"""The edit-compile loop's shortcut: setup.py's own `cmake --build . --target install`, without pip, only
+where it gives what the whole build gives."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+from torchbuild.builder.shortcut import (
+    changed_since,
+    metadata_version,
+    ninja_inputs,
+    refusal,
+    restamp,
+)
+
+
+def test_the_shortcut_decides_from_ninja_and_the_package(tmp_path):
+    explain = [f"ninja explain: output CMakeFiles/c10.dir/c10/core/a.cpp.o older than most recent input "
+               f"{tmp_path}/co/c10/core/a.cpp (2 vs 1)", "ninja explain: CMakeFiles/c10.dir/c10/core/a.cpp.o is dirty",
+               "ninja explain: output x.o older than most recent input ../c10/include/c10/core.h (2 vs 1)",
+               "ninja explain: output y.o older than most recent input /usr/include/stdio.h (2 vs 1)"]
+    named = ninja_inputs(explain, tmp_path / "co" / "build", tmp_path / "co")
+    assert named == {"c10/core/a.cpp", "c10/include/c10/core.h"}
+    before = {"c10/core/a.cpp": [1, 1], "old.cpp": [1, 1]}
+    now = {"c10/core/a.cpp": [1, 2], "minitorch/nn.py": [3, 3], "minitorch/csrc/stub.c": [1, 1]}
+    assert changed_since(before, now) == ["c10/core/a.cpp", "minitorch/csrc/stub.c", "minitorch/nn.py", "old.cpp"]
+    assert refusal(["c10/core/a.cpp", "minitorch/nn.py"], named, "minitorch", {}) is None
+    assert refusal(["minitorch/csrc/stub.c"], named, "minitorch", {}) == \
+        "minitorch/csrc/stub.c changed and ninja does not build from it"
+    assert refusal(["old.cpp"], named, "minitorch", {}) is not None  # changed back since: not proven
+    assert refusal(["minitorch/version.py"], named, "minitorch", {"minitorch/version.py": "x"}) is None
+
+
+def test_a_restamped_dist_info_says_the_new_version_as_pip_writes_it(tmp_path):
+    info = tmp_path / "minitorch-2.15.0a0+git1111111.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.2\nName: minitorch\nVersion: 2.15.0a0+git1111111\n\nbody\n")
+    (info / "direct_url.json").write_text("{}")
+    (info / "RECORD").write_text(f"{info.name}/METADATA,sha256=old,70\n{info.name}/direct_url.json,sha256=x,2\n"
+                                 f"{info.name}/RECORD,,\n_minitorch_editable.py,sha256=y,9\n")
+    record = restamp(info / "RECORD", "2.15.0a0+git2222222")
+    moved = tmp_path / "minitorch-2.15.0a0+git2222222.dist-info"
+    assert record == moved / "RECORD" and not info.exists()
+    meta = (moved / "METADATA").read_bytes()
+    assert b"Version: 2.15.0a0+git2222222\n" in meta and meta.endswith(b"\nbody\n")
+    digest = base64.urlsafe_b64encode(hashlib.sha256(meta).digest()).rstrip(b"=").decode()
+    assert record.read_text().splitlines() == [f"{moved.name}/METADATA,sha256={digest},{len(meta)}",
+                                               f"{moved.name}/direct_url.json,sha256=x,2", f"{moved.name}/RECORD,,",
+                                               "_minitorch_editable.py,sha256=y,9"]
+    assert metadata_version(record) == "2.15.0a0+git2222222" and restamp(record, "2.15.0a0+git2222222") == record
