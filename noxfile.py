@@ -1,5 +1,6 @@
 """Nox sessions: `nox -l`. The build matrix (build-3.X(cuda=...)) is torchbuild's own, from
-torchbuild/noxfile.py over this repo's torchbuild.yaml; the rest are the repo's: tests, unit, realworld, docs,
+torchbuild/noxfile.py over this repo's torchbuild.yaml; the rest are the repo's: tests, unit, heavy, realworld,
+docs,
 lint, typecheck, bench."""
 
 import os
@@ -29,11 +30,19 @@ def unit(session: nox.Session) -> None:
 
 
 @nox.session
-def realworld(session: nox.Session) -> None:
-    """The heavy tier: torchbuild on real projects from the package index (clone through a mirror, patch, build,
-    import, call)."""
+def heavy(session: nox.Session) -> None:
+    """The heavy tier (CI runs it after README's test command): end-to-end scenarios of half a minute or more on
+    the demo, and real projects from the package index."""
     session.install("-e", ".[test]")
-    session.run("python", "-m", "pytest", "-ra", "tests/heavy", *session.posargs,
+    session.run("python", "-m", "pytest", "-ra", "tests/heavy", *session.posargs)
+
+
+@nox.session
+def realworld(session: nox.Session) -> None:
+    """torchbuild on real projects from the package index (clone through a mirror, patch, build, import, call),
+    the projects that build for minutes included."""
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "pytest", "-ra", "tests/heavy/test_realworld.py", *session.posargs,
                 env={"TORCHBUILD_REALWORLD_HEAVY": "1"})  # spglib too
 
 

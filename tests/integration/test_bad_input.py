@@ -7,11 +7,9 @@ at once and SIGINT during a build (test_build)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -25,30 +23,6 @@ def demo(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCHBUILD_BUILD_MIN_FREE_GB", "1")
     up = make_upstream(tmp_path / "upstream", units=4)
     return up
-
-
-def digest(paths: list[Path]) -> dict[str, str]:
-    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
-
-
-def test_user_files_survive_clone_sync_patch_and_build(demo, tmp_path):
-    dest = tmp_path / "co"
-    inv("clone", "--url", demo.url("pytorch"), "--path", str(dest), check=True)
-    mine = [dest / "notes.txt", dest / "third_party/fbgemm/scratch.cpp", dest / "third_party/pybind11/LICENSE"]
-    mine[0].write_text("untracked notes\n")
-    mine[1].write_text("// untracked work in a submodule\n")
-    mine[2].write_text("a dirty tracked file in a submodule\n")
-    before = digest(mine)
-    demo.advance("pybind11", parents=("pytorch",))
-    git(dest, "pull", "-q", "--ff-only")
-    inv("clone", "--url", demo.url("pytorch"), "--path", str(dest), "--force-skip", check=True)
-    inv("sync", "--path", str(dest), "--force-skip", check=True)
-    series = tmp_path / "patches"
-    series.mkdir()
-    (series / "series").write_text("")
-    inv("patch.apply", "--path", str(dest), "--patches", str(series), check=True)
-    inv("build", "--path", str(dest), "--cuda", "none", check=True, timeout=600)
-    assert digest(mine) == before
 
 
 def test_metacharacters_and_spaces_are_passed_literally(demo, tmp_path):

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "torchbuild"
+from ..helpers import REPO
+
+PACKAGE = REPO / "torchbuild"
 
 
 def test_ruff_holds_the_size_and_complexity_ratchet():

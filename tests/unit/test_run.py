@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import pytest
 
 from torchbuild import console
 from torchbuild.errors import CommandError, ToolNotFound
 from torchbuild.run import describe_env, merged_env, run
+
+from ..helpers import REPO
 
 
 @pytest.fixture
@@ -84,7 +85,7 @@ def test_console_colour_follows_tty_and_no_color():
 
 def test_no_module_outside_run_starts_processes():
     """Every subprocess goes through run.py (one runner)."""
-    src = Path(__file__).resolve().parent.parent / "torchbuild"
+    src = REPO / "torchbuild"
     offenders = [p.name for p in src.rglob("*.py") if p.name != "run.py" and "demo_project" not in p.parts
                  and ("subprocess." in p.read_text() or "os.system(" in p.read_text())]
     assert offenders == []

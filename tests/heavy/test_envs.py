@@ -1,0 +1,79 @@
+"""`inv env.*`: managed build environments, made for real with venv and uv (conda via a stub)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from ..helpers import PYENV, REAL_HOME, inv
+
+
+def has_python(minor: str) -> bool:
+    return any(PYENV.glob(f"{minor}.*/bin/python3"))
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A config whose env dir and checkout live in tmp; pip's download cache is the user's."""
+    monkeypatch.setenv("PIP_CACHE_DIR", str(REAL_HOME / ".cache" / "pip"))
+    monkeypatch.setenv("TORCHBUILD_PATHS_ENVS", str(tmp_path / "envs"))
+    monkeypatch.setenv("TORCHBUILD_SOURCE_PATH", str(tmp_path / "checkout"))
+    monkeypatch.setenv("HOME", str(REAL_HOME))  # pyenv's Pythons are found under the real home
+    return tmp_path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("minor", ["3.6", "3.12"])
+def test_real_env_with_build_deps_and_idempotent(project, minor, monkeypatch):
+    if not has_python(minor):
+        pytest.skip(f"no pyenv Python {minor} on this machine")
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # as many containers set it: Python writes no bytecode
+    done = inv("env.create", "--python", minor, check=True, timeout=600)
+    prefix = project / "envs" / f"py{minor}"
+    assert f"env py{minor}: Python {minor}." in done.stderr
+    site = prefix / "lib" / f"python{minor}" / "site-packages"  # so the env's packages come byte-compiled
+    tag = f"cpython-{minor.replace('.', '')}"
+    assert [(site / p / "__pycache__" / f"__init__.{tag}.pyc").exists() for p in ("pip", "yaml")] == [True, True]
+    out = subprocess.run([str(prefix / "bin/python"), "-c",
+                          "import numpy, yaml, ninja, cmake, sys; print(sys.version_info[:2], numpy.__version__)"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.startswith(f"({minor.replace('.', ', ')})")
+    if minor == "3.6":
+        assert "1.19.5" in out
+    again = inv("env.create", "--python", minor, check=True)
+    assert "is up to date: nothing to install" in again.stderr and "pip" not in again.stderr.split("up to date")[1]
+    listed = inv("env.list", check=True).stdout
+    assert f"py{minor}" in listed and "yes" in listed
+    assert inv("env.activate", f"py{minor}", check=True).stdout.strip() == f"source {prefix}/bin/activate"
+    ran = inv("env.run", f"py{minor}", "--", "python", "-c", "import sys; print(sys.prefix)", check=True)
+    assert str(prefix) in ran.stdout
+    dry = inv("env.remove", f"py{minor}", "--dry-run", check=True)
+    assert f"would remove env py{minor} ({prefix}" in dry.stderr and (prefix / "bin" / "python").exists()
+
+
+@pytest.mark.slow
+def test_switching_checkouts_adds_what_is_missing_and_a_conflict_makes_the_env_anew(project, monkeypatch):
+    """An env made for one checkout serves the next by adding its requirements; when that leaves
+    packages whose requirements are broken (pip check), the env is made again and says why."""
+    checkouts = {name: project / name for name in ("a", "b", "c")}
+    for name, reqs in {"a": "setuptools\nsetuptools_scm==8.1.0\n", "b": "setuptools\nsix\n",
+                       "c": "setuptools\npackaging==19.2\n"}.items():
+        checkouts[name].mkdir()
+        (checkouts[name] / "requirements-build.txt").write_text(reqs)
+    monkeypatch.setenv("TORCHBUILD_SOURCE_PATH", str(checkouts["a"]))
+    inv("env.create", "--name", "shared", check=True, timeout=600)
+    python = project / "envs/shared/bin/python"
+    made = python.resolve().stat().st_ino, (project / "envs/shared/pyvenv.cfg").stat().st_mtime_ns
+    monkeypatch.setenv("TORCHBUILD_SOURCE_PATH", str(checkouts["b"]))
+    switched = inv("env.create", "--name", "shared", check=True, timeout=600)
+    assert "add what b needs" in switched.stderr and "out of date: making it again" not in switched.stderr
+    assert (python.resolve().stat().st_ino, (project / "envs/shared/pyvenv.cfg").stat().st_mtime_ns) == made
+    subprocess.run([str(python), "-c", "import six, setuptools_scm"], check=True)
+    monkeypatch.setenv("TORCHBUILD_SOURCE_PATH", str(checkouts["c"]))
+    conflict = inv("env.create", "--name", "shared", check=True, timeout=600)
+    assert "conflicting packages after the update" in conflict.stderr and "setuptools" in conflict.stderr
+    assert "create env shared" in conflict.stderr  # made anew: c's requirements only
+    listed = subprocess.run([str(python), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True,
+                            check=True).stdout
+    assert "packaging==19.2" in listed and "setuptools-scm" not in listed.lower().replace("_", "-")
