@@ -5,13 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
-
-from torchbuild.builder.shortcut import (
-    version_refusal,
-)
 
 from ..helpers import build, checksum, edit, last_log, run_python
 
@@ -39,24 +33,3 @@ def test_an_edited_unit_rebuilds_without_pip_and_imports_what_the_whole_build_ma
     assert "up to date" in build(small_demo, "--cuda", "none").stderr
     whole = build(small_demo, "--cuda", "none", "--clean")  # from nothing (the compiler cache): the same library
     assert SHORTCUT not in whole.stderr and checksum(small_demo) == quick
-
-
-def test_across_commits_pips_version_must_be_one_the_build_writes_at_every_build(tmp_path):
-    co, build = tmp_path / "co", tmp_path / "co" / "build"
-    (co / "pkg").mkdir(parents=True)
-    build.mkdir()
-    version = co / "pkg" / "version.py"
-    version.write_text("__version__ = '1.0+git1111111'\n")
-    info = tmp_path / "pkg-1.0+git1111111.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Name: pkg\nVersion: 1.0+git1111111\n")
-    (co / "input.txt").write_text("x\n")
-    made = {"pkg/version.py": [1, 1]}
-    for edge, regenerated in ((f"build gen_never {version}: gen\n", True), (f"build {version}: gen ../input.txt\n",
-                                                                             False)):
-        (build / "build.ninja").write_text("rule gen\n  command = touch " + str(version) + "\n" + edge)
-        subprocess.run(["ninja", "-C", str(build)], check=True, capture_output=True)  # built once: in its log
-        why = version_refusal(co, "pkg", info / "RECORD", made, shutil.which("ninja"))
-        assert why is None if regenerated else why == "the build's ninja does not write pkg/version.py at every build"
-    assert "disagree" in str(version_refusal(co, "pkg", tmp_path / "none" / "RECORD", made, shutil.which("ninja")))
-    assert "does not write pkg/version.py" in str(version_refusal(co, "pkg", info / "RECORD", {}, None))

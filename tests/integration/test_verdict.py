@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from torchbuild.builder.evidence import Evidence, collect, deps_log, stale_outputs
-
 from ..helpers import build, compiled, edit, env_python, git, last_log
 
 UP_TO_DATE = "up to date:"
@@ -191,59 +189,3 @@ def links_are_never_followed(co: Path, tmp_path: Path) -> None:
     assert "up to date:" in build(co, "--cuda", "none", "--debug").stderr  # debug in place, untouched
     assert "Traceback" not in inv("clean", "--path", str(co), "--all", check=True).output
     assert sorted(p.name for p in victim.iterdir()) == ["keep.txt"] and (victim / "keep.txt").read_text() == "mine"
-
-
-def test_evidence_reads_the_deps_log_and_digests_only_what_moved(tmp_path):
-    """The deps log is ninja's own (a real ninja writes it); a file rewritten with an older time is found by its
-    content; an unchanged stat costs no digest."""
-    import subprocess
-
-    co = tmp_path / "co"
-    tree = co / "build"
-    tree.mkdir(parents=True)
-    (co / "a.h").write_text("#define A 1\n")
-    (co / "a.c").write_text('#include "a.h"\nint a(void) { return A; }\n')
-    (tree / "build.ninja").write_text("rule cc\n  command = cc -MD -MF $out.d -c $in -o $out\n  deps = gcc\n"
-                                      "  depfile = $out.d\nbuild a.o: cc ../a.c\n")
-    ninja = shutil.which("ninja")
-    if ninja is None:
-        pytest.skip("no ninja on PATH")
-    subprocess.run([ninja, "-C", str(tree)], check=True, capture_output=True)
-    log = deps_log(tree)
-    assert "a.o" in log.paths and {log.paths[i] for i in next(iter(log.deps.values()))} >= {"../a.c", "../a.h"}
-    assert deps_log(tree, log.at).read == set()  # read up to its end: nothing new since
-    seen = collect(co, [tree], Evidence(), ())
-    assert seen.logs == {str(tree): log.at}
-    assert any(name.startswith("/usr/include") for name in seen.files) or seen.files == {}  # outside: kept
-    assert "a.h" not in seen.files  # no git here: nothing inside the checkout is hidden from it
-    outside = Evidence({str(co / "a.h"): (0, 0, "0" * 64)})
-    assert outside.changed(co) == [str(co / "a.h")]
-    st = (co / "a.h").stat()
-    kept = Evidence({str(co / "a.h"): (st.st_size, st.st_mtime_ns, "not a digest")})
-    assert kept.changed(co) == []  # the stat did not move: no digest taken
-    assert stale_outputs(co, [tree], outside) == (tree / "a.o",)
-    assert subprocess.run([ninja, "-C", str(tree), "-n"], capture_output=True, text=True).stdout.strip() \
-        .endswith("no work to do.")  # ninja's clock sees nothing: only the content says a.o is stale
-
-
-def test_a_switch_out_of_an_env_leaves_no_bytecode_folder_behind(tmp_path):
-    """Issue 54: the package's `__pycache__` stayed in the env a configuration left, an empty namespace package
-    there (`import` gave one without attributes, shadowing the next install)."""
-    from torchbuild.builder.ownership.moves import Moves, stash_env
-
-    checkout, prefix, tree = tmp_path / "co", tmp_path / "env", tmp_path / "tree"
-    checkout.mkdir()
-    site = prefix / "lib" / "python3.11" / "site-packages"
-    info, package = site / "pkg-1.0.dist-info", site / "pkg"
-    info.mkdir(parents=True)
-    package.mkdir()
-    (info / "direct_url.json").write_text('{"url": "%s", "dir_info": {"editable": true}}' % checkout.as_uri())
-    (package / "helpers.py").write_text("x = 1\n")
-    (package / "_C.so").write_bytes(b"\x7fELF")
-    (package / "__pycache__").mkdir()
-    (package / "__pycache__" / "helpers.cpython-311.pyc").write_bytes(b"cached")
-    names = ["pkg-1.0.dist-info/direct_url.json", "pkg/helpers.py", "pkg/_C.so"]
-    recorded = {f"lib/python3.11/site-packages/{n}": [(site / n).stat().st_size, (site / n).stat().st_mtime_ns]
-                for n in names}
-    assert stash_env(tree, prefix, checkout, recorded, Moves()) == 3
-    assert not package.exists() and not info.exists()

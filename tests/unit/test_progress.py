@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from torchbuild.progress import Tracker, target_name
 
 
@@ -24,3 +26,18 @@ def test_compiles_are_counted_from_ninja_and_from_setuptools_build_ext():
     assert tracker.compiles == 3  # two through ninja, one build_ext ran itself; links are not compiles
     assert shown[1] is not None and shown[1].endswith("op.cpp") and shown[3] == "compiling main.cpp"
     assert shown[4] is None
+
+
+def test_an_exited_compiler_not_yet_reaped_is_not_counted():
+    import subprocess
+    import time
+
+    from torchbuild import usage
+
+    child = subprocess.Popen(["true"])  # exits at once; not waited for: a zombie until reaped
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{child.pid}/stat").read_text().split(") ", 1)[1][0] != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert child.pid not in usage.processes()  # `inv matrix`'s "most compilers at once" never counts one
+    child.wait()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import shutil
+import subprocess
 
 from torchbuild.builder.shortcut import (
     changed_since,
@@ -12,6 +14,7 @@ from torchbuild.builder.shortcut import (
     ninja_inputs,
     refusal,
     restamp,
+    version_refusal,
 )
 
 
@@ -49,3 +52,24 @@ def test_a_restamped_dist_info_says_the_new_version_as_pip_writes_it(tmp_path):
                                                f"{moved.name}/direct_url.json,sha256=x,2", f"{moved.name}/RECORD,,",
                                                "_minitorch_editable.py,sha256=y,9"]
     assert metadata_version(record) == "2.15.0a0+git2222222" and restamp(record, "2.15.0a0+git2222222") == record
+
+
+def test_across_commits_pips_version_must_be_one_the_build_writes_at_every_build(tmp_path):
+    co, build = tmp_path / "co", tmp_path / "co" / "build"
+    (co / "pkg").mkdir(parents=True)
+    build.mkdir()
+    version = co / "pkg" / "version.py"
+    version.write_text("__version__ = '1.0+git1111111'\n")
+    info = tmp_path / "pkg-1.0+git1111111.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Name: pkg\nVersion: 1.0+git1111111\n")
+    (co / "input.txt").write_text("x\n")
+    made = {"pkg/version.py": [1, 1]}
+    for edge, regenerated in ((f"build gen_never {version}: gen\n", True), (f"build {version}: gen ../input.txt\n",
+                                                                             False)):
+        (build / "build.ninja").write_text("rule gen\n  command = touch " + str(version) + "\n" + edge)
+        subprocess.run(["ninja", "-C", str(build)], check=True, capture_output=True)  # built once: in its log
+        why = version_refusal(co, "pkg", info / "RECORD", made, shutil.which("ninja"))
+        assert why is None if regenerated else why == "the build's ninja does not write pkg/version.py at every build"
+    assert "disagree" in str(version_refusal(co, "pkg", tmp_path / "none" / "RECORD", made, shutil.which("ninja")))
+    assert "does not write pkg/version.py" in str(version_refusal(co, "pkg", info / "RECORD", {}, None))
