@@ -82,3 +82,18 @@ def test_every_variable_that_reaches_the_build_takes_effect(small_demo):
     off = build(small_demo, "--cuda", "none", env={"USE_DEMO_OPTION": "1", "TORCHBUILD_CACHE_TOOL": "none"})
     assert "reconfiguring" in off.stderr and re.search(r"USE_CCACHE:\w+=OFF", cache.read_text())
     assert not re.search(r"CMAKE_CXX_COMPILER_LAUNCHER:\w+=\S*ccache", cache.read_text())
+
+
+def test_a_corrupt_compiler_cache_costs_hits_not_a_wrong_build(small_demo, tmp_path, monkeypatch):
+    """Every entry of the compiler cache overwritten with garbage: the next build from nothing compiles
+    (ccache takes a bad entry as a miss) and imports the right result."""
+    monkeypatch.setenv("TORCHBUILD_PATHS_CACHE_DIR", str(tmp_path / "cache"))  # a cache of its own to spoil
+    demo = small_demo
+    build(demo, "--cuda", "none")
+    entries = [p for p in (tmp_path / "cache" / "ccache").rglob("*") if p.is_file() and p.stat().st_size > 64]
+    assert entries
+    for entry in entries:
+        entry.write_bytes(os.urandom(entry.stat().st_size))
+    done = build(demo, "--cuda", "none", "--clean")
+    assert "cpu-release built in" in done.stderr
+    assert run_python("import minitorch; print(minitorch.checksum())", demo.parent) == "132875"  # 4 units

@@ -351,3 +351,25 @@ def test_matrix_beside_a_build_of_the_same_checkout(demo_project):
     assert out.strip() == "132875"  # the developer's env imports its build at once: the checkout was given back
     again = inv("build", "--cuda", "none", root=proj, env=build_env, check=True, timeout=600)
     assert "up to date" in again.stderr  # its tree and files came back as they were
+
+
+@pytest.mark.slow
+def test_the_job_budget_holds_for_a_scikit_build_core_project(tmp_path):
+    """scikit-build-core reads CMAKE_BUILD_PARALLEL_LEVEL, not MAX_JOBS: two sessions side by side must still
+    never run more compilers at once than the budget (the test counts them itself)."""
+    from ..skbuild import make_skbuild_project
+
+    if not (has_python("3.10") and has_python("3.12")):
+        pytest.skip("needs pyenv Pythons 3.10 and 3.12")
+    up = make_skbuild_project(tmp_path / "up", units=8)
+    proj = project(tmp_path, f"source:\n  url: {up.as_uri()}\n  path: {tmp_path / 'co'}\n"
+                             'matrix:\n  pythons: ["3.10", "3.12"]\n  cudas: ["none"]\n'
+                             f"paths:\n  cache_dir: {tmp_path / 'cache'}\nbuild:\n  min_free_gb: 1\n")
+    env = {"HOME": str(REAL_HOME), "PIP_CACHE_DIR": str(REAL_HOME / ".cache" / "pip")}
+    inv("clone", root=proj, env=env, check=True)
+    with CompilerCount(tmp_path) as compilers:
+        inv("matrix", root=proj, env=env, check=True, timeout=900)
+    run = json.loads((proj / "dist/matrix-summary.json").read_text())["run"]
+    assert run["at once"] == 2 and set(results(proj).values()) == {"ok"}
+    budget = min(os.cpu_count() or 1, run["job budget"])
+    assert 1 <= compilers.most <= budget and run["most compilers at once"] <= budget

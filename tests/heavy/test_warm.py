@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ..helpers import compilers_in
+from ..helpers import compilers_in, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -131,3 +131,26 @@ def test_ctrl_z_stops_the_warm_build_a_changed_dependency_is_never_served_and_wa
     while list(runtime.glob("torchbuild-*/warm-*.sock")) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not list(runtime.glob("torchbuild-*/warm-*.sock"))
+
+
+def test_ctrl_c_or_a_killed_command_stops_the_warm_build_and_its_compilers(small_demo, warm, monkeypatch):  # noqa: F811
+    runtime, calls = warm
+    monkeypatch.setenv("TORCHBUILD_PATHS_CACHE_DIR", str(small_demo.parent / "cold-cache"))  # really compile
+    assert command(small_demo).returncode == 0
+    wait_for_socket(runtime)
+    logs = Path(os.environ["TORCHBUILD_PATHS_LOGS"])
+    for flag, stop in (("-DTB_WARM_A=1", signal.SIGINT), ("-DTB_WARM_B=1", signal.SIGKILL)):
+        proc = subprocess.Popen([sys.executable, "-c", ENTRY, "--path", str(small_demo), "--cuda", "none",
+                                 "--jobs", "2", "--set", f"CXXFLAGS={flag}"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        wait_for(logs, r"\[\d+/\d+\] Building CXX", proc)
+        time.sleep(0.5)
+        proc.send_signal(stop)
+        _, err = proc.communicate(timeout=60)
+        if stop == signal.SIGINT:
+            assert proc.returncode == 130 and "interrupted" in err, err
+        assert ran_warm(calls, runtime)
+        deadline = time.monotonic() + 10
+        while compilers_in(small_demo) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert compilers_in(small_demo) == []  # the command killed: its warm build stopped as on Ctrl-C

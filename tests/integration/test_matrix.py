@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -81,36 +80,6 @@ def matrix_project(tmp_path: Path, project_table: bool, units: int):
     return proj, env, tmp_path / "co"
 
 
-class CompilerCount:
-    """The most compiler processes (cc1plus) of this test running at once while in the block (those whose
-    environment names `root`: tests beside it under pytest-xdist have their own), sampled by the test
-    itself, apart from what torchbuild reports."""
-
-    def __init__(self, root: Path) -> None:
-        self.most = 0
-        self.root = str(root).encode()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(0.05):
-            count = 0
-            for stat in Path("/proc").glob("[0-9]*/stat"):
-                try:
-                    count += "(cc1plus)" in stat.read_text() and self.root in (stat.parent / "environ").read_bytes()
-                except OSError:
-                    pass
-            self.most = max(self.most, count)
-
-    def __enter__(self) -> "CompilerCount":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 @pytest.mark.slow
 def test_unsupported_pair_is_skipped_with_the_reason(demo_project):
     if not has_python("3.6"):
@@ -124,10 +93,6 @@ def test_unsupported_pair_is_skipped_with_the_reason(demo_project):
     assert "`inv clone --ref v1.10.2` checks out a release that supports Python 3.6" in done.output
     (record,) = json.loads((proj / "dist/matrix-summary.json").read_text())["sessions"]
     assert record["result"] == "skipped" and not (proj / "dist" / record["session"]).exists()
-
-
-def results(proj: Path) -> dict[str, str]:
-    return {s["session"]: s["result"] for s in json.loads((proj / "dist/matrix-summary.json").read_text())["sessions"]}
 
 
 def test_a_crashed_session_is_recorded_failed_not_left_ok(tmp_path, monkeypatch):
@@ -152,28 +117,6 @@ def test_a_crashed_session_is_recorded_failed_not_left_ok(tmp_path, monkeypatch)
     assert record.result == "failed" and "crashed: NotADirectoryError" in record.reason
     (kept,) = json.loads(summary.read_text())["sessions"]
     assert kept["result"] == "failed" and kept["wheel"] is None
-
-
-@pytest.mark.slow
-def test_the_job_budget_holds_for_a_scikit_build_core_project(tmp_path):
-    """scikit-build-core reads CMAKE_BUILD_PARALLEL_LEVEL, not MAX_JOBS: two sessions side by side must still
-    never run more compilers at once than the budget (the test counts them itself)."""
-    from ..skbuild import make_skbuild_project
-
-    if not (has_python("3.10") and has_python("3.12")):
-        pytest.skip("needs pyenv Pythons 3.10 and 3.12")
-    up = make_skbuild_project(tmp_path / "up", units=8)
-    proj = project(tmp_path, f"source:\n  url: {up.as_uri()}\n  path: {tmp_path / 'co'}\n"
-                             'matrix:\n  pythons: ["3.10", "3.12"]\n  cudas: ["none"]\n'
-                             f"paths:\n  cache_dir: {tmp_path / 'cache'}\nbuild:\n  min_free_gb: 1\n")
-    env = {"HOME": str(REAL_HOME), "PIP_CACHE_DIR": str(REAL_HOME / ".cache" / "pip")}
-    inv("clone", root=proj, env=env, check=True)
-    with CompilerCount(tmp_path) as compilers:
-        inv("matrix", root=proj, env=env, check=True, timeout=900)
-    run = json.loads((proj / "dist/matrix-summary.json").read_text())["run"]
-    assert run["at once"] == 2 and set(results(proj).values()) == {"ok"}
-    budget = min(os.cpu_count() or 1, run["job budget"])
-    assert 1 <= compilers.most <= budget and run["most compilers at once"] <= budget
 
 
 def test_a_slots_files_from_the_checkout_are_never_outputs_though_bdist_wheel_rewrites_license(

@@ -92,24 +92,6 @@ def served(tmp_path_factory):
     server.wait()
 
 
-def test_checkout_starts_a_branch_at_the_newest_nightly_and_refuses_a_dirty_tree(served, tmp_path, monkeypatch):
-    for key, value in served["env"].items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("TORCHBUILD_NIGHTLY_INDEX_URL", served["url"])
-    co = tmp_path / "co"
-    inv("clone", "--url", served["up"].url("pytorch"), "--path", str(co), "--ref", served["c1"], check=True)
-    (co / "setup.py").write_text((co / "setup.py").read_text() + "\n# local work\n")
-    refused = inv("nightly", "--path", str(co), "--cuda", "none", "--checkout", "mine", check=False)
-    assert "clean working tree" in refused.output and "setup.py" in refused.output
-    assert git(co, "branch", "--list", "mine") == "" and "# local work" in (co / "setup.py").read_text()
-    git(co, "checkout", "-q", "--", "setup.py")
-    inv("nightly", "--path", str(co), "--cuda", "none", "--checkout", "mine", check=True)
-    assert git(co, "rev-parse", "--abbrev-ref", "HEAD") == "mine"
-    assert git(co, "rev-parse", "HEAD") == served["c4"]
-    version = (co / "minitorch" / "version.py").read_text()
-    assert NEWER in version and served["c4"] in version
-
-
 def altered(wheel: Path, dest: Path, change) -> Path:
     """A copy of `wheel` in `dest` (a folder of the index) with `change(zipfile_out, info, data)` deciding
     what each member becomes; returns the copy."""
