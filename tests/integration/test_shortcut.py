@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from ..helpers import build, checksum, edit, last_log, run_python
+from ..helpers import build, checksum, edit, git, last_log, run_python
 
 SHORTCUT = "only files ninja builds from changed since the last build"
 
@@ -33,3 +33,25 @@ def test_an_edited_unit_rebuilds_without_pip_and_imports_what_the_whole_build_ma
     assert "up to date" in build(small_demo, "--cuda", "none").stderr
     whole = build(small_demo, "--cuda", "none", "--clean")  # from nothing (the compiler cache): the same library
     assert SHORTCUT not in whole.stderr and checksum(small_demo) == quick
+
+
+def test_a_switch_back_at_another_commit_gives_pip_this_configurations_version(small_demo):
+    """Issue 58, item 1: every configuration of one Python shares the editable install's dist-info; a build of
+    another configuration at another commit left its version there, and switching back said "up to date" while
+    `pip list` and importlib.metadata named the other's commit."""
+    co = small_demo
+    versions = "import importlib.metadata as m, minitorch as t; print(m.version('minitorch'), t.__version__)"
+    build(co, "--cuda", "none")
+    build(co, "--cuda", "none", "--debug")
+    (co / "c10/core/unit_01.cpp").write_text((co / "c10/core/unit_01.cpp").read_text() + "// the next commit\n")
+    git(co, "commit", "-qam", "the next commit")
+    build(co, "--cuda", "none", "--debug")
+    metadata, package = run_python(versions, co.parent).split()
+    assert metadata == package and package.endswith(git(co, "rev-parse", "--short=7", "HEAD"))
+    git(co, "checkout", "-q", "HEAD~1")
+    back = build(co, "--cuda", "none")
+    assert "the version of another configuration's build: the build re-stamps it" in back.stderr
+    metadata, package = run_python(versions, co.parent).split()
+    assert metadata == package and package.endswith(git(co, "rev-parse", "--short=7", "HEAD"))
+    again = build(co, "--cuda", "none")
+    assert "up to date" in again.stderr and "re-stamps" not in again.stderr

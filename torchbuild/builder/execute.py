@@ -122,6 +122,8 @@ def prepare(verdict: Verdict) -> None:
     for output in verdict.stale:
         output.unlink(missing_ok=True)
     against.keep_symbols(verdict.symbols)
+    if verdict.relabel is not None:
+        shortcut.restamp(*verdict.relabel)
 
 
 class Run:
@@ -307,8 +309,9 @@ class Run:
         what the build and the commits rewrote goes (a cache is trusted by size and whole-second mtime)."""
         plan, verdict = self.plan, self.verdict
         written = version_of(plan.checkout / plan.package / "version.py") if self.quick else None
-        if verdict.restamp and written:
-            shortcut.restamp(verdict.restamp, written)
+        installed = moves.editable_record(plan.env.prefix, plan.checkout) if verdict.restamp else None  # asked now:
+        if installed and written:  # a relabel before the build renamed its folder
+            shortcut.restamp(installed, written)
         rewritten = [plan.checkout / name for name, st in self.state.files.items()
                      if name.endswith(".py") and stat_of(plan.checkout / name) != st]
         committed = [plan.checkout / name for name in committed_files(verdict) if name.endswith(".py")]

@@ -22,6 +22,7 @@ from . import against, inplace, shortcut
 from .evidence import Evidence, stale_outputs
 from .ownership import channels, cmaketrees
 from .ownership.changes import compiler_environment, sources_added, worktree
+from .ownership.moves import editable_record
 from .ownership.records import (
     Record,
     configure_changes,
@@ -92,6 +93,7 @@ class Verdict:
     stale: tuple[Path, ...] = ()  # outputs whose inputs changed by content where ninja's clock says not
     marker: Record | None = None  # the record as the build checks edits against it
     restamp: Path | None = None  # the install's RECORD, re-stamped with the version the build writes
+    relabel: tuple[Path, str] | None = None  # the shared install's RECORD and this configuration's version: first
     symbols: tuple[Path, Mapping[str, object]] | None = None  # the torch's exports, kept for the next relink check
     evidence: Evidence = field(default_factory=Evidence)  # what the last build read that git cannot vouch for
 
@@ -236,9 +238,25 @@ def decide_inputs(plan: Plan, state: State, request: BuildRequest, base_env: Map
     said += [line.removeprefix("ninja explain: ") for line in relink[:1]]
     if work is not None and relink:
         work = NinjaWork((*work.lines, *relink), work.steps, work.reconfigure, work.source)
+    relabel = foreign_version(plan)
+    if relabel is not None:
+        said.append(f"the install's metadata says {shortcut.metadata_version(relabel[0])}, the version of another "
+                    f"configuration's build: the build re-stamps it with this one's, {relabel[1]}, as pip writes it")
     found = Verdict(Way.WHOLE_WAY, "", said=tuple(said), commands=whole, work=work, marker=marker,
-                    restamp=record if crossing is None else None, symbols=symbols)
+                    restamp=record if crossing is None else None, relabel=relabel, symbols=symbols)
     return choose(plan, state, request, base_env, found, crossing == "" and not stale, kept)
+
+
+def foreign_version(plan: Plan) -> tuple[Path, str] | None:
+    """Where every configuration of one Python shares the editable install's dist-info (the outputs are in the
+    checkout): its RECORD and this configuration's version (its version.py) when the METADATA says another's,
+    as a build of another configuration at another commit leaves it (None: they agree, or nothing to compare)."""
+    if plan.wheel or plan.outputs_in_env:
+        return None
+    record = editable_record(plan.env.prefix, plan.checkout)
+    ours = shortcut.version_of(plan.checkout / plan.package / "version.py")
+    theirs = shortcut.metadata_version(record) if record else None
+    return (record, ours) if record and ours and theirs and ours != theirs else None
 
 
 def tree_work(plan: Plan, state: State, base_env: Mapping[str, str]) -> NinjaWork | None:
