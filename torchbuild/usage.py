@@ -72,21 +72,25 @@ def unit_of(pid: int, root: int, table: dict[int, tuple[int, str, int]], known: 
 
 
 def tree_usage(root: int, table: dict[int, tuple[int, str, int]]) -> tuple[int, int, int]:
-    """(compilers, resident bytes, compilers' resident bytes) of `root` and its descendants."""
+    """(compiles, resident bytes, compilers' resident bytes) of `root` and its descendants. A compile is a
+    compiler process with no compiler above it: nvcc's own cudafe++, cicc, ptxas and host cc1plus are its one
+    compile, as the job budget counts them, though their memory counts."""
     children: dict[int, list[int]] = {}
     for pid, (ppid, _, _) in table.items():
         children.setdefault(ppid, []).append(pid)
     compilers = rss = compilers_rss = 0
-    todo = [root]
+    todo = [(root, False)]
     while todo:
-        pid = todo.pop()
+        pid, under_compiler = todo.pop()
+        compiler = False
         if pid in table:
             _, name, resident = table[pid]
             rss += resident
-            if name in COMPILERS:
-                compilers += 1
+            compiler = name in COMPILERS
+            if compiler:
+                compilers += not under_compiler
                 compilers_rss += resident
-        todo.extend(children.get(pid, ()))
+        todo.extend((child, under_compiler or compiler) for child in children.get(pid, ()))
     return compilers, rss, compilers_rss
 
 

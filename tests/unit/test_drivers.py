@@ -41,3 +41,20 @@ def test_other_projects_get_the_driver_their_files_name(tmp_path, files, driver,
     if backend:
         assert found.backend == backend
     assert found.pytorch() == (driver == "SetuptoolsEra")
+
+
+@pytest.mark.parametrize(("era", "reason", "not_reason"), [
+    ("main", "BUILD_PYTHON_ONLY=1 makes the Python part require minitorch_no_python==<its version>", "py3-none-any"),
+    ("2.13", "tagged py3-none-any, and its editable install fails", "_no_python=="),
+])
+def test_the_split_builds_refusal_gives_the_reason_of_the_checkouts_era(tmp_path, era, reason, not_reason):
+    """Issue 58, item 3: on 2.14 and main the core's wheel installs (cp3X, editable works); what stops the split
+    there is the fixed [project] name and the Python part's requirement on <name>_no_python."""
+    from torchbuild.builder.request import split_refusal
+
+    checkout = write(tmp_path, project_files("pytorch", units=1, era=era))
+    pyproject = checkout / "pyproject.toml"
+    if "[project]" not in pyproject.read_text():
+        pyproject.write_text(pyproject.read_text() + '\n[project]\nname = "minitorch"\nversion = "1.0"\n')
+    why = split_refusal(checkout)
+    assert why is not None and reason in why and not_reason not in why

@@ -32,3 +32,15 @@ def test_a_log_ninja_compacted_during_the_build_keeps_only_this_builds_steps(tmp
                    f"0\t300\t{base}\tCMakeFiles/c10.dir/new.cpp.o\th\n")
     steps = profile.ninja_steps(log, 10_000, since=1_800_000_000 - 0.2)  # the offset is past the rewritten end
     assert [s.output for s in steps] == ["CMakeFiles/c10.dir/new.cpp.o"]
+
+
+def test_pip_installing_the_builds_dependencies_is_not_packaging():
+    """Issue 58, item 5: a first build's "Successfully installed cmake ..." before anything is built was labelled
+    packaging; the wheel's own install after the build still is."""
+    timeline = profile.Timeline()
+    for line in ["Successfully installed cmake-3.31.6 ninja-1.13.0", "Successfully installed packaging-25.0",
+                 "-- The CXX compiler identification is GNU 12.2.0", "[1/3] Building CXX object a.o",
+                 "Successfully installed minitorch-2.11.0a0"]:
+        timeline.feed(line)
+    assert [phase for _, phase in timeline.marks] == ["build dependencies", "configure", "compile and link",
+                                                      "packaging"]

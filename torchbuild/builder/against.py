@@ -204,8 +204,8 @@ def protect(env_python: Path, dist: str, version: str) -> Path:
     prefix = env_python.parent.parent
     pins = prefix / CONSTRAINTS
     before = pinned_before(pins) if pins.is_file() else configured_constraints(env_python, pins)
-    text = "\n".join([f"# torchbuild: the {dist} built in this env; pip may not replace it (inv build writes this)",
-                      f"{dist}=={version}", *[f"-c {c}" for c in before]]) + "\n"
+    head = f"# torchbuild: the {dist} built in this env; pip may not replace it (torchbuild's builds write this file)"
+    text = "\n".join([head, f"{dist}=={version}", *[f"-c {c}" for c in before]]) + "\n"
     if not pins.is_file() or pins.read_text() != text:
         pins.write_text(text)
     conf = prefix / "pip.conf"

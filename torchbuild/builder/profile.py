@@ -4,9 +4,10 @@ chrome://tracing: one lane per job slot, the phases on a lane of their own), and
 HTML timeline. `inv build --profile` prints the last one.
 
 Phases come from the lines the build prints, as CMake, ninja and setuptools word them for any
-setup.py + CMake project (PyTorch's included): configure, compile and link (ninja's steps), install,
-build_ext, packaging. Steps are told apart by their outputs: objects are compiles, libraries and
-programs are links, the rest (custom commands) code generation.
+setup.py + CMake project (PyTorch's included): build dependencies (pip installing them before anything is
+built), configure, compile and link (ninja's steps), install, build_ext, packaging. Steps are told apart by
+their outputs: objects are compiles, libraries and programs are links, the rest (custom commands) code
+generation.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ MARKS = [  # (first line of a phase, phase); a phase runs until the next one sta
     (re.compile(r"^(running build_ext|building '[^']+' extension)"), "build_ext"),
     (re.compile(r"^(creating '[^']+\.whl'|Created wheel|Successfully installed|running bdist_wheel)"), "packaging"),
 ]
+BUILDING = ("configure", "compile and link", "install", "build_ext")
+DEPENDENCIES = "build dependencies"
 FAILED = "the failed attempt"  # the span before a retried build's second attempt
 OBJECT = re.compile(r"\.(o|obj)$")
 LINKED = re.compile(r"(\.so(\.[\d.]+)?|\.a|\.dylib)$")
@@ -61,6 +64,10 @@ class Timeline:
             if pattern.match(line.lstrip()) and (not self.marks or self.marks[-1][1] != phase):
                 if phase == "compile and link" and any(p == phase for _, p in self.marks):
                     return  # ninja again (the install target): still its phase
+                if phase == "packaging" and not any(p in BUILDING for _, p in self.marks):
+                    phase = DEPENDENCIES  # pip installing what the build needs, before it builds anything
+                    if self.marks and self.marks[-1][1] == phase:
+                        return
                 self.marks.append((time.time(), phase))
                 return
 

@@ -122,11 +122,16 @@ def split_refusal(checkout: Path) -> str | None:
                "BUILD_LIBTORCH_WHL and BUILD_PYTHON_ONLY"
     project = pyproject(checkout).get("project")
     if isinstance(project, dict) and isinstance(project.get("name"), str) and "name" not in project.get("dynamic", []):
-        return (f"{' and '.join(readers)} read{'s' if len(readers) == 1 else ''} BUILD_LIBTORCH_WHL / "
-                f"BUILD_PYTHON_ONLY, but its pyproject.toml's "
-                f"[project] name = \"{project['name']}\" is fixed and wins over the name the split gives the core "
-                f"(LIBTORCH_PACKAGE_NAME): BUILD_LIBTORCH_WHL=1 would make a wheel named {project['name']}, tagged "
-                "py3-none-any, and its editable install fails (PyTorch 2.8 and later; no PyTorch CI job runs it)")
+        name = project["name"]
+        said = f"{' and '.join(readers)} read{'s' if len(readers) == 1 else ''} BUILD_LIBTORCH_WHL / " \
+            f"BUILD_PYTHON_ONLY, but its pyproject.toml's [project] name = \"{name}\" is fixed and wins over the " \
+            f"name the split gives the core (LIBTORCH_PACKAGE_NAME): "
+        if "tools/metadata/dependencies.py" in readers:  # scikit-build-core's era (2.14 on)
+            return said + f"BUILD_LIBTORCH_WHL=1 would make the core's wheel under the name {name}, while " \
+                f"BUILD_PYTHON_ONLY=1 makes the Python part require {name}_no_python==<its version>, which no " \
+                "build provides (no PyTorch CI job runs the split)"
+        return said + f"BUILD_LIBTORCH_WHL=1 would make a wheel named {name}, tagged py3-none-any, and its " \
+            "editable install fails (PyTorch 2.8 and later; no PyTorch CI job runs it)"
     return None
 
 

@@ -127,7 +127,8 @@ def run_sessions(cfg: Config, argv: list[str], todo: list[str], at_once: int, jo
             "free memory bytes at start": free}
     summary.write_summary(cfg.root / "dist" / summary.SUMMARY, run_info=info)
     _console.get().info(f"wall {info['wall seconds']}s for {len(todo)} session(s), {at_once} at a time; at most "
-                        f"{watch.peak.compilers} compilers at once (budget {jobs}); peak memory "
+                        f"{watch.peak.compilers} compiles at once (budget {jobs}; nvcc's own processes are one "
+                        "compile); peak memory "
                         f"{watch.peak.rss / system.GIB:.2f} GiB of {free / system.GIB:.1f} GiB free at the start")
     return result.returncode
 
