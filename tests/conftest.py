@@ -6,8 +6,10 @@ from __future__ import annotations
 import compileall
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,21 @@ import pytest
 from torchbuild import console
 from torchbuild.demo import Upstream, make_upstream
 
-from .helpers import REAL_HOME, REPO, inv, make_venv
+from .helpers import (
+    FIRST,
+    NEWER,
+    REAL_HOME,
+    REPO,
+    SMALL,
+    free_port,
+    inv,
+    make_venv,
+    matrix_project,
+    repack,
+    wait_for_port,
+    warm_processes,
+)
+from .skbuild import make_skbuild_project
 
 # MKL is 1.3 GB in every managed env of a PyTorch-shaped checkout, and the demo links none: the suite's
 # envs go without it (build.mkl), or a run needs tens of GB of disk. test_envs asserts what it adds.
@@ -158,3 +174,101 @@ def small_demo(tmp_path, shared, clones, monkeypatch):
 def main_demo(tmp_path, shared, clones, monkeypatch):
     """The 4-unit demo in PyTorch main's shape (scikit-build-core), with the shared env and compiler cache."""
     return _demo(tmp_path, shared, monkeypatch, clones("main", 4))
+
+
+@pytest.fixture
+def bare_demo(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHBUILD_BUILD_MIN_FREE_GB", "1")
+    up = make_upstream(tmp_path / "upstream", units=4)
+    return up
+
+
+@pytest.fixture
+def env_project(tmp_path, monkeypatch):
+    """A config whose env dir and checkout live in tmp; pip's download cache is the user's."""
+    monkeypatch.setenv("PIP_CACHE_DIR", str(REAL_HOME / ".cache" / "pip"))
+    monkeypatch.setenv("TORCHBUILD_PATHS_ENVS", str(tmp_path / "envs"))
+    monkeypatch.setenv("TORCHBUILD_SOURCE_PATH", str(tmp_path / "checkout"))
+    monkeypatch.setenv("HOME", str(REAL_HOME))  # pyenv's Pythons are found under the real home
+    return tmp_path
+
+
+@pytest.fixture
+def demo_project(tmp_path):
+    """The demo as PyTorch 2.8 and later (a [project] table: no split build) in a matrix project, with a core
+    of SMALL units."""
+    return matrix_project(tmp_path, project_table=True, units=SMALL)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """An upstream whose commit C1 has a nightly (built here), then C2 (a .py change) and C3 (a .cpp
+    change) on top, and C4 after those, whose nightly is newer than any checkout at C3; the index on
+    loopback serves both wheels."""
+    root = tmp_path_factory.mktemp("nightly")
+    env = {"TORCHBUILD_PATHS_ENVS": str(root / "envs"), "TORCHBUILD_PATHS_CACHE_DIR": str(root / "cache"),
+           "TORCHBUILD_PATHS_LOGS": str(root / "logs"), "TORCHBUILD_BUILD_MIN_FREE_GB": "1",
+           "HOME": str(root), "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "T", "GIT_COMMITTER_NAME": "T",
+           "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    (root / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
+    saved = dict(os.environ)
+    os.environ.update(env)
+    try:
+        up = make_upstream(root / "upstream", units=4)
+        c1 = up.head("pytorch")
+        inv("clone", "--url", up.url("pytorch"), "--path", str(root / "at-c1"), check=True)
+        inv("build", "--path", str(root / "at-c1"), "--cuda", "none", "--wheel", "--dist", str(root / "dist"),
+            "--set", f"PYTORCH_BUILD_VERSION={FIRST}", check=True, timeout=600)
+        (wheel,) = (root / "dist").glob("minitorch-*.whl")
+        init = (up.repo("pytorch") / "minitorch" / "__init__.py").read_text()
+        up.commit("pytorch", {"minitorch/__init__.py": init + "\nFROM_C2 = 'python change'\n"}, "C2: python")
+        unit = up.repo("pytorch") / "c10" / "core" / "unit_00.cpp"
+        up.commit("pytorch", {str(unit.relative_to(up.repo("pytorch"))): unit.read_text() + "\n// C3\n"},
+                  "C3: C++")
+        c3 = up.head("pytorch")
+        up.commit("pytorch", {"NOTES.md": "C4\n"}, "C4")
+        c4 = up.head("pytorch")
+        shutil.rmtree(root / "at-c1")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    index = root / "index" / "minitorch"
+    index.mkdir(parents=True)
+    shutil.copy(wheel, index)
+    repack(wheel, index, NEWER, c4)
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+                              cwd=root / "index", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_port(port, server, "the index")
+    yield {"root": root, "up": up, "c1": c1, "c3": c3, "c4": c4, "env": env, "unit": unit.name,
+           "url": f"http://127.0.0.1:{port}/"}
+    server.terminate()
+    server.wait()
+
+
+@pytest.fixture
+def skproject(tmp_path, shared, monkeypatch):  # noqa: F811
+    for key, value in {**shared, "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs")}.items():
+        monkeypatch.setenv(key, value)
+    up = make_skbuild_project(tmp_path / "up", units=4, scm=True)  # the backend asks for setuptools-scm
+    inv("clone", "--url", up.as_uri(), "--path", str(tmp_path / "co"), check=True)
+    return tmp_path / "co"
+
+
+@pytest.fixture
+def warm(tmp_path, monkeypatch):
+    """Warm processes on, their sockets in a folder of this test's; a `git` that notes which process ran it
+    (the check's `git status`); every warm process of the test stopped at its end."""
+    runtime, bin_dir = Path(tempfile.mkdtemp(prefix="tbw-")), tmp_path / "bin"  # short: a socket's name is
+    bin_dir.mkdir()  # 107 bytes at most
+    calls = tmp_path / "git-callers"
+    (bin_dir / "git").write_text(f"#!/bin/sh\ntr '\\0' ' ' < /proc/$PPID/cmdline >> {calls}\necho >> {calls}\n"
+                                 f"exec {shutil.which('git')} \"$@\"\n")
+    (bin_dir / "git").chmod(0o755)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    monkeypatch.setenv("TORCHBUILD_WARM", "1")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    yield runtime, calls
+    for pid in warm_processes(runtime):
+        os.kill(pid, signal.SIGTERM)
+    shutil.rmtree(runtime, ignore_errors=True)

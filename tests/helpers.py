@@ -12,10 +12,13 @@ import socket
 import subprocess
 import sys
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from torchbuild.demo import make_upstream
 
 REPO = Path(__file__).resolve().parent.parent
 REAL_HOME = Path.home()
@@ -239,3 +242,158 @@ def extension_checkout(tmp_path: Path) -> Path:
     make_extension(up)
     git(tmp_path, "clone", "-q", up.url("extension_cpp"), str(tmp_path / "ext"))
     return tmp_path / "ext"
+
+
+def in_checkout(demo: Path) -> dict[str, str]:
+    """What `import minitorch` from the checkout says it is: its version file and its compiled code."""
+    out = run_python("import minitorch, minitorch.version as v; print(v.cuda, v.debug, minitorch.cuda_compiled(), "
+                     "minitorch.__version__, minitorch.checksum())", demo.parent).split()
+    return dict(zip(("cuda", "debug", "cuda_compiled", "version", "checksum"), out))
+
+
+def file_digest(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+WORKFLOW = REPO / "ci" / "github-matrix.yml"
+
+
+def github_files(tmp_path: Path) -> dict[str, str]:
+    out, summary = tmp_path / "github_output", tmp_path / "step_summary"
+    out.write_text("")
+    summary.write_text("")
+    return {"GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": str(summary)}
+
+
+def outputs(path: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in Path(path).read_text().splitlines() if "=" in line)
+
+
+def objects(checkout: Path) -> dict[str, int]:
+    return {str(p): p.stat().st_mtime_ns for p in (checkout / "build").rglob("*.o")}
+
+
+def cmake_project(root: Path, body: str, minimum: str = "3.18") -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "CMakeLists.txt").write_text(f"cmake_minimum_required(VERSION {minimum})\n{body}\n")
+    return root
+
+
+MATRIX_SECRET = "s3cr3t-m4trix-pw"  # in build.env: the sessions and what they write must hide it
+
+
+SMALL = 4  # core units where a test asserts what every unit does, not how many there are
+
+
+def matrix_project(tmp_path: Path, project_table: bool, units: int, pythons: tuple[str, ...] = ("3.10", "3.12"),
+                   cudas: tuple[str, ...] = ("none",), legacy: bool = False):
+    """A matrix project over the demo (its upstream in tmp), cloned: (project, env, checkout); skipped where pyenv
+    lacks one of `pythons`."""
+    if not all(has_python(p) for p in pythons):
+        pytest.skip(f"needs pyenv Pythons {' and '.join(pythons)}")
+    up = make_upstream(tmp_path / "upstream", project_table=project_table, units=units, legacy=legacy)
+    proj = project(tmp_path, f"source:\n  url: {up.url('pytorch')}\n  path: {tmp_path / 'co'}\n"
+                             f"matrix:\n  pythons: {json.dumps(list(pythons))}\n  cudas: {json.dumps(list(cudas))}\n"
+                             f"paths:\n  cache_dir: {tmp_path / 'cache'}\nbuild:\n  min_free_gb: 1\n"
+                             f"  env:\n    API_PASSWORD: {MATRIX_SECRET}\n    CMAKE_DEMO_TOKEN: {MATRIX_SECRET}\n")
+    env = {"HOME": str(REAL_HOME), "PIP_CACHE_DIR": str(REAL_HOME / ".cache" / "pip")}
+    inv("clone", root=proj, env=env, check=True)
+    return proj, env, tmp_path / "co"
+
+
+FIRST = "0.1.0.dev20261201"
+
+
+NEWER = "0.1.0.dev20261203"
+
+
+def repack(wheel: Path, dest: Path, version: str, git_version: str) -> Path:
+    """The same wheel as another nightly: its version and the commit it says it was built from."""
+    old = wheel.name.split("-")[1]
+    out = dest / wheel.name.replace(old, version)
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            name = info.filename.replace(f"-{old}.dist-info", f"-{version}.dist-info")
+            if name.endswith(("version.py", "METADATA")):
+                text = data.decode().replace(old, version)
+                if name.endswith("version.py"):
+                    text = "\n".join(f"git_version = '{git_version}'" if ln.startswith("git_version") else ln
+                                     for ln in text.splitlines()) + "\n"
+                data = text.encode()
+            info.filename = name
+            dst.writestr(info, data)
+    return out
+
+
+def served_clone(served, tmp_path: Path, monkeypatch) -> Path:
+    """A fresh clone of the served upstream, with the index and the module's env in this test's env."""
+    for key, value in served["env"].items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("TORCHBUILD_NIGHTLY_INDEX_URL", served["url"])
+    co = tmp_path / "co"
+    inv("clone", "--url", served["up"].url("pytorch"), "--path", str(co), check=True)
+    return co
+
+
+UP_TO_DATE = "up to date:"
+
+
+SHORTCUT = "only files ninja builds from changed since the last build"
+
+
+UP_TO_DATE = "up to date:"
+
+
+def sk_imported(checkout: Path) -> tuple[str, str]:
+    out = subprocess.run([str(env_python()), "-c", "import skdemo, skdemo._core as c; print(skdemo.checksum(), "
+                          "c.__file__)"], cwd=checkout.parent, capture_output=True, text=True, check=True).stdout
+    checksum, where = out.split()
+    return checksum, where
+
+
+ENTRY = "import sys; sys.argv = ['torchbuild', 'build', *sys.argv[1:]]; from torchbuild.program import main; main()"
+
+
+def warm_processes(runtime: Path) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and str(runtime) in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def command(checkout: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", ENTRY, "--path", str(checkout), "--cuda", "none", *args],
+                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+                          env={**os.environ, **env})
+
+
+def ran_warm(calls: Path, runtime: Path) -> bool:
+    """Whether the last command's check (its `git status`) ran in a warm process: a fork keeps its parent's
+    command line (the build's own git calls run under setup.py or CMake)."""
+    lines = calls.read_text().splitlines() if calls.exists() else []
+    calls.unlink(missing_ok=True)
+    return any(str(runtime) in line for line in lines)
+
+
+def wait_for_socket(runtime: Path) -> None:
+    deadline = time.monotonic() + 30
+    while not list(runtime.glob("torchbuild-*/warm-*.sock")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert list(runtime.glob("torchbuild-*/warm-*.sock")), "no warm process was left for the next build"
+
+
+TORCHBUILD = [sys.executable, "-c", "import sys; from torchbuild.program import main; sys.argv[0] = 'torchbuild'; "
+              "main()"]
+
+
+def run_torchbuild(*args: str, cwd: Path, stdout: int | None = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
+    """The installed `torchbuild` command as a user runs it (from this interpreter), in `cwd`."""
+    return subprocess.run([*TORCHBUILD, *args], cwd=cwd, stdout=stdout, stderr=subprocess.PIPE, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)

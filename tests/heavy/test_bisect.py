@@ -1,6 +1,6 @@
-"""`inv bisect` on the demo's history of 64 commits (Python-only, C++, the header every unit includes,
-native_functions.yaml, a submodule bump, one that does not build, one regression): it finds the regression
-in a worktree of its own, never touching the user's checkout, branch, env or tree."""
+"""The heavy tier's scenarios of tests/integration/test_bisect.py's area, half a minute or more each (`nox -s heavy`,
+and CI after README's test command): bisect finds the regression in its own worktree at incremental cost; bisect
+takes a nightly built from the commit or differing from it in python only."""
 
 from __future__ import annotations
 

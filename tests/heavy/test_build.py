@@ -1,4 +1,6 @@
-"""`inv build` on the demo project with real cmake, ninja, gcc (and nvcc where present)."""
+"""The heavy tier's scenarios of tests/integration/test_build.py's area, half a minute or more each (`nox -s heavy`,
+and CI after README's test command): switching python imports each pythons own bindings; every variable that reaches
+the build takes effect; a corrupt compiler cache costs hits not a wrong build."""
 
 from __future__ import annotations
 
@@ -13,22 +15,11 @@ import pytest
 from ..helpers import (
     REAL_HOME,
     build,
+    file_digest,
+    in_checkout,
     last_log,
     run_python,
 )
-
-
-def in_checkout(demo: Path) -> dict[str, str]:
-    """What `import minitorch` from the checkout says it is: its version file and its compiled code."""
-    out = run_python("import minitorch, minitorch.version as v; print(v.cuda, v.debug, minitorch.cuda_compiled(), "
-                     "minitorch.__version__, minitorch.checksum())", demo.parent).split()
-    return dict(zip(("cuda", "debug", "cuda_compiled", "version", "checksum"), out))
-
-
-def file_digest(path: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @pytest.mark.slow

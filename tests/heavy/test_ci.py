@@ -1,5 +1,5 @@
-"""The CI a user copies: the matrix plan, the workflow and GitLab job against their schemas, and one
-job of the workflow run the way a hosted runner runs it."""
+"""The heavy tier's scenarios of tests/integration/test_ci.py's area, half a minute or more each (`nox -s heavy`, and
+CI after README's test command): one job runs as on a hosted runner."""
 
 from __future__ import annotations
 
@@ -14,23 +14,9 @@ import yaml
 
 from torchbuild.demo import make_upstream
 
-from ..helpers import REAL_HOME, REPO, make_venv
-
-WORKFLOW = REPO / "ci" / "github-matrix.yml"
-
+from ..helpers import REAL_HOME, REPO, WORKFLOW, github_files, make_venv, outputs
 
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-def github_files(tmp_path: Path) -> dict[str, str]:
-    out, summary = tmp_path / "github_output", tmp_path / "step_summary"
-    out.write_text("")
-    summary.write_text("")
-    return {"GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": str(summary)}
-
-
-def outputs(path: str) -> dict[str, str]:
-    return dict(line.split("=", 1) for line in Path(path).read_text().splitlines() if "=" in line)
 
 
 def run_steps(steps: list[dict], entry: dict, cwd: Path, env: dict[str, str]) -> None:

@@ -1,5 +1,5 @@
-"""Runs at once take turns: two clones into one path, two env creations, clean beside a running build, two
-matrices writing one summary, two checkouts sharing one cache dir. Real git, real processes."""
+"""The heavy tier's scenarios of tests/integration/test_concurrency.py's area, half a minute or more each (`nox -s
+heavy`, and CI after README's test command): two checkouts sharing one cache dir build at once."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Distributed and shared compiling on existing engines: distcc behind ccache (two distccd daemons on
-loopback ports, each with its own log), and sccache with its local disk cache and a redis backend."""
+"""The heavy tier's scenarios of tests/integration/test_distributed.py's area, half a minute or more each (`nox -s
+heavy`, and CI after README's test command): distcc compiles on the hosts behind ccache; a host that drops out mid
+build falls back to local; sccache local disk cache serves a second checkout."""
 
 from __future__ import annotations
 

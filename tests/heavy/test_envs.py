@@ -1,4 +1,6 @@
-"""`inv env.*`: managed build environments, made for real with venv and uv (conda via a stub)."""
+"""The heavy tier's scenarios of tests/integration/test_envs.py's area, half a minute or more each (`nox -s heavy`, and
+CI after README's test command): real env with build deps and idempotent; switching checkouts adds what is missing
+and a conflict makes the env anew."""
 
 from __future__ import annotations
 
@@ -6,31 +8,21 @@ import subprocess
 
 import pytest
 
-from ..helpers import PYENV, REAL_HOME, inv
+from ..helpers import PYENV, inv
 
 
 def has_python(minor: str) -> bool:
     return any(PYENV.glob(f"{minor}.*/bin/python3"))
 
 
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    """A config whose env dir and checkout live in tmp; pip's download cache is the user's."""
-    monkeypatch.setenv("PIP_CACHE_DIR", str(REAL_HOME / ".cache" / "pip"))
-    monkeypatch.setenv("TORCHBUILD_PATHS_ENVS", str(tmp_path / "envs"))
-    monkeypatch.setenv("TORCHBUILD_SOURCE_PATH", str(tmp_path / "checkout"))
-    monkeypatch.setenv("HOME", str(REAL_HOME))  # pyenv's Pythons are found under the real home
-    return tmp_path
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("minor", ["3.6", "3.12"])
-def test_real_env_with_build_deps_and_idempotent(project, minor, monkeypatch):
+def test_real_env_with_build_deps_and_idempotent(env_project, minor, monkeypatch):
     if not has_python(minor):
         pytest.skip(f"no pyenv Python {minor} on this machine")
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # as many containers set it: Python writes no bytecode
     done = inv("env.create", "--python", minor, check=True, timeout=600)
-    prefix = project / "envs" / f"py{minor}"
+    prefix = env_project / "envs" / f"py{minor}"
     assert f"env py{minor}: Python {minor}." in done.stderr
     site = prefix / "lib" / f"python{minor}" / "site-packages"  # so the env's packages come byte-compiled
     tag = f"cpython-{minor.replace('.', '')}"
@@ -53,22 +45,22 @@ def test_real_env_with_build_deps_and_idempotent(project, minor, monkeypatch):
 
 
 @pytest.mark.slow
-def test_switching_checkouts_adds_what_is_missing_and_a_conflict_makes_the_env_anew(project, monkeypatch):
+def test_switching_checkouts_adds_what_is_missing_and_a_conflict_makes_the_env_anew(env_project, monkeypatch):
     """An env made for one checkout serves the next by adding its requirements; when that leaves
     packages whose requirements are broken (pip check), the env is made again and says why."""
-    checkouts = {name: project / name for name in ("a", "b", "c")}
+    checkouts = {name: env_project / name for name in ("a", "b", "c")}
     for name, reqs in {"a": "setuptools\nsetuptools_scm==8.1.0\n", "b": "setuptools\nsix\n",
                        "c": "setuptools\npackaging==19.2\n"}.items():
         checkouts[name].mkdir()
         (checkouts[name] / "requirements-build.txt").write_text(reqs)
     monkeypatch.setenv("TORCHBUILD_SOURCE_PATH", str(checkouts["a"]))
     inv("env.create", "--name", "shared", check=True, timeout=600)
-    python = project / "envs/shared/bin/python"
-    made = python.resolve().stat().st_ino, (project / "envs/shared/pyvenv.cfg").stat().st_mtime_ns
+    python = env_project / "envs/shared/bin/python"
+    made = python.resolve().stat().st_ino, (env_project / "envs/shared/pyvenv.cfg").stat().st_mtime_ns
     monkeypatch.setenv("TORCHBUILD_SOURCE_PATH", str(checkouts["b"]))
     switched = inv("env.create", "--name", "shared", check=True, timeout=600)
     assert "add what b needs" in switched.stderr and "out of date: making it again" not in switched.stderr
-    assert (python.resolve().stat().st_ino, (project / "envs/shared/pyvenv.cfg").stat().st_mtime_ns) == made
+    assert (python.resolve().stat().st_ino, (env_project / "envs/shared/pyvenv.cfg").stat().st_mtime_ns) == made
     subprocess.run([str(python), "-c", "import six, setuptools_scm"], check=True)
     monkeypatch.setenv("TORCHBUILD_SOURCE_PATH", str(checkouts["c"]))
     conflict = inv("env.create", "--name", "shared", check=True, timeout=600)

@@ -1,18 +1,14 @@
-"""`inv build --explain`: what the next build would run, grouped by cause, and about how long, on a real ninja
-graph (the demo); nothing is built."""
+"""The heavy tier's scenarios of tests/integration/test_explain.py's area, half a minute or more each (`nox -s heavy`,
+and CI after README's test command): explain names the cause counts the steps and builds nothing; the profile says
+why the compiler cache missed; a miss names the path outside ccache basedir that keeps a tree from hitting."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
-from ..helpers import build, edit
-
-
-def objects(checkout: Path) -> dict[str, int]:
-    return {str(p): p.stat().st_mtime_ns for p in (checkout / "build").rglob("*.o")}
+from ..helpers import build, edit, objects
 
 
 def test_explain_names_the_cause_counts_the_steps_and_builds_nothing(small_demo):  # noqa: F811

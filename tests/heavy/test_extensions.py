@@ -1,6 +1,6 @@
-"""An extension built against the torch a PyTorch checkout's configuration holds (`--torch`): the demo's companion
-extension_cpp (minitorch.utils.cpp_extension's BuildExtension: build.ninja in build_temp, ninja) against the demo
-torch, with real gcc, ninja, pip and nvcc."""
+"""The heavy tier's scenarios of tests/integration/test_extensions.py's area, half a minute or more each (`nox -s
+heavy`, and CI after README's test command): extension builds against the configurations torch incrementally and abi
+aware; matrix builds the extensions wheels against the torch matrix wheels."""
 
 from __future__ import annotations
 

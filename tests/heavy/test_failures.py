@@ -1,18 +1,9 @@
-"""Known failures (torchbuild/failures.yaml): each one made to happen for real with the real tool,
-then recognised, explained and given its fix; the CMake 4 remedy applied by `inv build` itself."""
+"""The heavy tier's scenarios of tests/integration/test_failures.py's area, half a minute or more each (`nox -s heavy`,
+and CI after README's test command): inv build applies the cmake4 remedy and keeps it."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from ..helpers import git, inv
-
-
-def cmake_project(root: Path, body: str, minimum: str = "3.18") -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "CMakeLists.txt").write_text(f"cmake_minimum_required(VERSION {minimum})\n{body}\n")
-    return root
-
+from ..helpers import cmake_project, git, inv
 
 SETUP = '''\
 import os, subprocess, sys

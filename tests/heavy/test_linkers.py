@@ -1,5 +1,5 @@
-"""build.linker: mold or lld where the compiler takes them, announced, part of the configure key, and the
-libraries really linked by it (the linker's own note in their .comment section)."""
+"""The heavy tier's scenarios of tests/integration/test_linkers.py's area, half a minute or more each (`nox -s heavy`,
+and CI after README's test command): auto links with mold and bfd switches back."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The demo in PyTorch main's shape (2.14 on): scikit-build-core builds it, CMake's outputs live in the env's
-site-packages, options reach CMake through cmake/EnvVarForwarding.cmake. One checkout goes through what a
-developer does in a day, and after each step the test asserts what imports."""
+"""The heavy tier's scenarios of tests/integration/test_main_era.py's area, half a minute or more each (`nox -s heavy`,
+and CI after README's test command): inv matrix makes main wheels that import in a fresh env."""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""The nox matrix (sessions from the config, shared compiler cache, summary) and the remote cache."""
+"""The heavy tier's scenarios of tests/integration/test_matrix.py's area, half a minute or more each (`nox -s heavy`,
+and CI after README's test command): matrix builds importable wheels and shares the core; ctrl c stops every session
+and its compilers; build 3 6 builds the legacy demo to a wheel that imports; remote cache serves a clean machine;
+sccache with the redis backend serves a clean machine; matrix beside a build of the same checkout; the job budget
+holds for a scikit build core project."""
 
 from __future__ import annotations
 
@@ -18,22 +22,19 @@ import pytest
 
 from torchbuild.demo import make_upstream
 
-from ..helpers import REAL_HOME, free_port, has_python, inv, project, wait_for_port
-
-MATRIX_SECRET = "s3cr3t-m4trix-pw"  # in build.env: the sessions and what they write must hide it
-
-
-SMALL = 4  # core units where a test asserts what every unit does, not how many there are
-
+from ..helpers import (
+    MATRIX_SECRET,
+    REAL_HOME,
+    SMALL,
+    free_port,
+    has_python,
+    inv,
+    matrix_project,
+    project,
+    wait_for_port,
+)
 
 CORE = SMALL + 3  # the core's C++ objects then: the units, checksum.cpp, fbgemm.cpp, torch/csrc/api.cpp
-
-
-@pytest.fixture
-def demo_project(tmp_path):
-    """The demo as PyTorch 2.8 and later (a [project] table: no split build) in a matrix project, with a core
-    of SMALL units."""
-    return matrix_project(tmp_path, project_table=True, units=SMALL)
 
 
 @pytest.fixture
@@ -41,19 +42,6 @@ def split_project(tmp_path):
     """The demo as PyTorch up to 2.7 (no [project] table: setup.py names the split build's wheels), with a
     core of SMALL units."""
     return matrix_project(tmp_path, project_table=False, units=SMALL)
-
-
-def matrix_project(tmp_path: Path, project_table: bool, units: int):
-    if not (has_python("3.10") and has_python("3.12")):
-        pytest.skip("needs pyenv Pythons 3.10 and 3.12")
-    up = make_upstream(tmp_path / "upstream", project_table=project_table, units=units)
-    proj = project(tmp_path, f"source:\n  url: {up.url('pytorch')}\n  path: {tmp_path / 'co'}\n"
-                             'matrix:\n  pythons: ["3.10", "3.12"]\n  cudas: ["none"]\n'
-                             f"paths:\n  cache_dir: {tmp_path / 'cache'}\nbuild:\n  min_free_gb: 1\n"
-                             f"  env:\n    API_PASSWORD: {MATRIX_SECRET}\n    CMAKE_DEMO_TOKEN: {MATRIX_SECRET}\n")
-    env = {"HOME": str(REAL_HOME), "PIP_CACHE_DIR": str(REAL_HOME / ".cache" / "pip")}
-    inv("clone", root=proj, env=env, check=True)
-    return proj, env, tmp_path / "co"
 
 
 class CompilerCount:
@@ -244,15 +232,8 @@ def test_ctrl_c_stops_every_session_and_its_compilers(split_project, tmp_path):
 @pytest.mark.slow
 def test_build_3_6_builds_the_legacy_demo_to_a_wheel_that_imports(tmp_path):
     """`nox -s build-3.6` (the design card's invocation) on the demo shaped like PyTorch 1.10."""
-    if not has_python("3.6"):
-        pytest.skip("needs pyenv Python 3.6")
-    up = make_upstream(tmp_path / "upstream", legacy=True, units=SMALL)
-    proj = project(tmp_path, f"source:\n  url: {up.url('pytorch')}\n  path: {tmp_path / 'co'}\n"
-                             'matrix:\n  pythons: ["3.6"]\n  cudas: ["none", "13.0"]\n'
-                             f"paths:\n  cache_dir: {tmp_path / 'cache'}\nbuild:\n  min_free_gb: 1\n"
-                             f"  env:\n    API_PASSWORD: {MATRIX_SECRET}\n    CMAKE_DEMO_TOKEN: {MATRIX_SECRET}\n")
-    env = {"HOME": str(REAL_HOME), "PIP_CACHE_DIR": str(REAL_HOME / ".cache" / "pip")}
-    inv("clone", root=proj, env=env, check=True)
+    proj, env, _ = matrix_project(tmp_path, project_table=True, units=SMALL, pythons=("3.6",), cudas=("none", "13.0"),
+                                  legacy=True)
     done = subprocess.run([sys.executable, "-m", "nox", "--noxfile", str(proj / "noxfile.py"), "-s", "build-3.6"],
                           capture_output=True, text=True, env={**os.environ, **env}, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -1,7 +1,7 @@
-"""What a configuration owns and when it is up to date, under real conditions (issue 40): a copied checkout,
-hostile and damaged records, the user's own files written while a build runs, a source saved while it
-compiles, a submodule git status is told to ignore, a lib folder linked to another disk, a kept-trees folder
-on another file system. Real git, cmake, ninja and gcc on the demo."""
+"""The heavy tier's scenarios of tests/integration/test_ownership.py's area, half a minute or more each (`nox -s
+heavy`, and CI after README's test command): hostile or damaged records are never trusted; a source saved while it
+compiles is compiled again; kept trees on another file system and a linked build folder; main era a copy a stripped
+install a dirty submodule and an ignored source."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ..helpers import (
+    UP_TO_DATE,
     build,
     checksum,
     compiled,
@@ -26,9 +27,6 @@ from ..helpers import (
     last_log,
     tmpfs,
 )
-
-UP_TO_DATE = "up to date:"
-
 
 PY = f"py{sys.version_info[0]}.{sys.version_info[1]}"
 

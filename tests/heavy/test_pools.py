@@ -1,7 +1,5 @@
-"""Memory-aware scheduling (builder/pools.py): the demo's heavy unit (FlashAttentionKernel.cpp, about three
-times the memory of the others, as PyTorch's flash-attention kernels are) in a ninja job pool of its own
-under a memory cap, every other step at MAX_JOBS; with a CMake that cannot pool one source, MAX_JOBS comes
-down for all."""
+"""The heavy tier's scenarios of tests/integration/test_pools.py's area, half a minute or more each (`nox -s heavy`,
+and CI after README's test command): a heavy unit compiles in a pool of its own and an older cmake lowers max jobs."""
 
 from __future__ import annotations
 

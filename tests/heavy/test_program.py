@@ -1,5 +1,6 @@
-"""The installed `torchbuild` command, from torchbuild's wheel in a fresh venv outside the repo, run in
-folders that are not torchbuild's: a checkout with no torchbuild.yaml, and a project that has one."""
+"""The heavy tier's scenarios of tests/integration/test_program.py's area, half a minute or more each (`nox -s heavy`,
+and CI after README's test command): torchbuild lists clones and builds in a checkout without config; torchbuild
+matrix runs the packaged sessions for a project with config."""
 
 from __future__ import annotations
 

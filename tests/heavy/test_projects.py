@@ -1,5 +1,6 @@
-"""Projects that are not PyTorch, built as a user would: a project with no CUDA code under `--cuda auto`, a
-CMake tree outside build/, a package under src/, a setup.py whose CMake tree PEP 660 throws away."""
+"""The heavy tier's scenarios of tests/integration/test_projects.py's area, half a minute or more each (`nox -s heavy`,
+and CI after README's test command): a tree outside build gets what build gets; a setup py whose cmake tree pep660
+throws away builds in place and keeps it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Secrets never show: tokens in urls and variables reach neither the terminal, the logs nor the cache."""
+"""The heavy tier's scenarios of tests/integration/test_secrets.py's area, half a minute or more each (`nox -s heavy`,
+and CI after README's test command): tokens never reach the terminal logs or the cache."""
 
 from __future__ import annotations
 

@@ -1,11 +1,10 @@
-"""The edit-compile loop's shortcut: setup.py's own `cmake --build . --target install`, without pip, only
-where it gives what the whole build gives."""
+"""The heavy tier's scenarios of tests/integration/test_shortcut.py's area, half a minute or more each (`nox -s heavy`,
+and CI after README's test command): what only setup py reads goes the whole way and a commit of ninja inputs does
+not."""
 
 from __future__ import annotations
 
-from ..helpers import build, edit, git, last_log, run_python
-
-SHORTCUT = "only files ninja builds from changed since the last build"
+from ..helpers import SHORTCUT, build, edit, git, last_log, run_python
 
 
 def test_what_only_setup_py_reads_goes_the_whole_way_and_a_commit_of_ninja_inputs_does_not(small_demo):  # noqa: F811

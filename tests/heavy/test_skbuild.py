@@ -1,36 +1,15 @@
-"""scikit-build-core projects (PyTorch 2.14 and main build this way): the build driver is read from the
-checkout, the CMake tree is build/ (kept per configuration), the compiled outputs live in the env's
-site-packages, and "up to date" means exactly those files, from this checkout."""
+"""The heavy tier's scenarios of tests/integration/test_skbuild.py's area, half a minute or more each (`nox -s heavy`,
+and CI after README's test command): a scikit build core project builds in build and its no op runs nothing."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from ..helpers import build, edit, env_python, inv
-from ..skbuild import make_skbuild_project
-
-UP_TO_DATE = "up to date:"
-
-
-@pytest.fixture
-def skproject(tmp_path, shared, monkeypatch):  # noqa: F811
-    for key, value in {**shared, "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs")}.items():
-        monkeypatch.setenv(key, value)
-    up = make_skbuild_project(tmp_path / "up", units=4, scm=True)  # the backend asks for setuptools-scm
-    inv("clone", "--url", up.as_uri(), "--path", str(tmp_path / "co"), check=True)
-    return tmp_path / "co"
-
-
-def imported(checkout: Path) -> tuple[str, str]:
-    out = subprocess.run([str(env_python()), "-c", "import skdemo, skdemo._core as c; print(skdemo.checksum(), "
-                          "c.__file__)"], cwd=checkout.parent, capture_output=True, text=True, check=True).stdout
-    checksum, where = out.split()
-    return checksum, where
+from ..helpers import UP_TO_DATE, build, edit, env_python, inv, sk_imported
 
 
 @pytest.mark.slow
@@ -43,7 +22,7 @@ def test_a_scikit_build_core_project_builds_in_build_and_its_no_op_runs_nothing(
     assert "setup.py" not in first.stderr and "pip and the backend" in first.stderr  # no setup.py phase
     assert "the build backend asks for setuptools-scm" in first.stderr  # as pip's isolated build would install
     assert (skproject / "build" / "CMakeCache.txt").is_file()  # the tree is kept, not a temporary folder
-    checksum, where = imported(skproject)
+    checksum, where = sk_imported(skproject)
     site = str(env_python().parent.parent)
     assert where.startswith(site)  # the redirect install: the extension in the env, the .py from the checkout
 
@@ -53,7 +32,7 @@ def test_a_scikit_build_core_project_builds_in_build_and_its_no_op_runs_nothing(
     edit(skproject / "src/core/unit_01.cpp", "(n / 2)", "(n / 3)")
     edited = build(skproject, "--cuda", "none")
     assert UP_TO_DATE not in edited.stderr and "1 compile step(s)" in edited.stderr
-    changed, _ = imported(skproject)
+    changed, _ = sk_imported(skproject)
     assert changed != checksum
     assert UP_TO_DATE in build(skproject, "--cuda", "none").stderr
 
@@ -62,7 +41,7 @@ def test_a_scikit_build_core_project_builds_in_build_and_its_no_op_runs_nothing(
     shutil.copytree(skproject, other, symlinks=True, ignore=shutil.ignore_patterns("build", ".torchbuild"))
     build(other, "--cuda", "none")
     assert UP_TO_DATE not in build(skproject, "--cuda", "none").stderr
-    assert imported(skproject)[0] == changed and os.path.exists(imported(skproject)[1])
+    assert sk_imported(skproject)[0] == changed and os.path.exists(sk_imported(skproject)[1])
 
     # a debug build replaces the env's install; back to release, its files come back into the env: nothing runs
     build(skproject, "--cuda", "none")
@@ -70,13 +49,13 @@ def test_a_scikit_build_core_project_builds_in_build_and_its_no_op_runs_nothing(
     mine.mkdir()
     (mine / "CMakeCache.txt").write_text(f"CMAKE_HOME_DIRECTORY:INTERNAL={skproject.resolve()}\n")
     debug = build(skproject, "--cuda", "none", "--debug")
-    assert "from the env" in debug.stderr and imported(skproject)[0] == changed
+    assert "from the env" in debug.stderr and sk_imported(skproject)[0] == changed
     assert "left 1 tree(s) of the project's own builds where they are (build/cp312-mine)" in debug.stderr
     assert (mine / "CMakeCache.txt").is_file()  # never moved with a configuration's tree
-    debug_lib = Path(imported(skproject)[1]).read_bytes()
+    debug_lib = Path(sk_imported(skproject)[1]).read_bytes()
     back = build(skproject, "--cuda", "none")
     assert "restored the" in back.stderr and "in the env" in back.stderr and UP_TO_DATE in back.stderr
     assert (mine / "CMakeCache.txt").is_file()
-    assert imported(skproject)[0] == changed and Path(imported(skproject)[1]).read_bytes() != debug_lib
+    assert sk_imported(skproject)[0] == changed and Path(sk_imported(skproject)[1]).read_bytes() != debug_lib
     again = build(skproject, "--cuda", "none", "--debug")  # and the debug one, as its build left it
-    assert UP_TO_DATE in again.stderr and Path(imported(skproject)[1]).read_bytes() == debug_lib
+    assert UP_TO_DATE in again.stderr and Path(sk_imported(skproject)[1]).read_bytes() == debug_lib

@@ -1,6 +1,6 @@
-"""The warm process behind the installed `torchbuild build` (warm.py): the build runs in a fork of a process
-that has the build path imported, with the command's terminal, folder and environment, and says, builds
-and stops exactly as the command itself would."""
+"""The heavy tier's scenarios of tests/integration/test_warm.py's area, half a minute or more each (`nox -s heavy`, and
+CI after README's test command): ctrl z stops the warm build a changed dependency is never served and warm stop ends
+it; ctrl c or a killed command stops the warm build and its compilers."""
 
 from __future__ import annotations
 
@@ -10,69 +10,14 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from ..helpers import compilers_in, wait_for
+from ..helpers import ENTRY, command, compilers_in, ran_warm, wait_for, wait_for_socket
 
 pytestmark = pytest.mark.slow
-
-
-ENTRY = "import sys; sys.argv = ['torchbuild', 'build', *sys.argv[1:]]; from torchbuild.program import main; main()"
-
-
-@pytest.fixture
-def warm(tmp_path, monkeypatch):
-    """Warm processes on, their sockets in a folder of this test's; a `git` that notes which process ran it
-    (the check's `git status`); every warm process of the test stopped at its end."""
-    runtime, bin_dir = Path(tempfile.mkdtemp(prefix="tbw-")), tmp_path / "bin"  # short: a socket's name is
-    bin_dir.mkdir()  # 107 bytes at most
-    calls = tmp_path / "git-callers"
-    (bin_dir / "git").write_text(f"#!/bin/sh\ntr '\\0' ' ' < /proc/$PPID/cmdline >> {calls}\necho >> {calls}\n"
-                                 f"exec {shutil.which('git')} \"$@\"\n")
-    (bin_dir / "git").chmod(0o755)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
-    monkeypatch.setenv("TORCHBUILD_WARM", "1")
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    yield runtime, calls
-    for pid in _warm_processes(runtime):
-        os.kill(pid, signal.SIGTERM)
-    shutil.rmtree(runtime, ignore_errors=True)
-
-
-def _warm_processes(runtime: Path) -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and str(runtime) in (proc / "cmdline").read_bytes().decode(errors="replace"):
-                found.append(int(proc.name))
-        except OSError:
-            continue
-    return found
-
-
-def command(checkout: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", ENTRY, "--path", str(checkout), "--cuda", "none", *args],
-                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
-                          env={**os.environ, **env})
-
-
-def ran_warm(calls: Path, runtime: Path) -> bool:
-    """Whether the last command's check (its `git status`) ran in a warm process: a fork keeps its parent's
-    command line (the build's own git calls run under setup.py or CMake)."""
-    lines = calls.read_text().splitlines() if calls.exists() else []
-    calls.unlink(missing_ok=True)
-    return any(str(runtime) in line for line in lines)
-
-
-def wait_for_socket(runtime: Path) -> None:
-    deadline = time.monotonic() + 30
-    while not list(runtime.glob("torchbuild-*/warm-*.sock")) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert list(runtime.glob("torchbuild-*/warm-*.sock")), "no warm process was left for the next build"
 
 
 def _states(pids: list[int]) -> set[str]:

@@ -11,26 +11,17 @@ import os
 import shutil
 import sys
 
-import pytest
-
 from torchbuild.demo import make_upstream
 
 from ..helpers import fake_toolkit, git, inv, tmpfs, tree_state
 
 
-@pytest.fixture
-def demo(tmp_path, monkeypatch):
-    monkeypatch.setenv("TORCHBUILD_BUILD_MIN_FREE_GB", "1")
-    up = make_upstream(tmp_path / "upstream", units=4)
-    return up
-
-
-def test_metacharacters_and_spaces_are_passed_literally(demo, tmp_path):
+def test_metacharacters_and_spaces_are_passed_literally(bare_demo, tmp_path):
     """A quote and spaces in the path, shell syntax in the values: nothing runs. (A double quote in the
     path is left out: CMake's own install script, which PyTorch's build runs, cannot hold one.)"""
     marker = tmp_path / "pwned"
     dest = tmp_path / "it's a co with spaces"
-    inv("clone", "--url", demo.url("pytorch"), "--path", str(dest), check=True)
+    inv("clone", "--url", bare_demo.url("pytorch"), "--path", str(dest), check=True)
     done = inv("build", "--path", str(dest), "--cuda", "none", "--set", f"X=$(touch {marker})",
                "--set", f"USE_Y=`touch {marker}`; touch {marker}", check=True, timeout=600)
     assert "built in" in done.stderr
@@ -39,12 +30,12 @@ def test_metacharacters_and_spaces_are_passed_literally(demo, tmp_path):
     assert f"USE_Y:UNINITIALIZED=`touch {marker}`; touch {marker}" in cache
 
 
-def test_a_full_disk_is_one_clear_line(demo, tmp_path):
+def test_a_full_disk_is_one_clear_line(bare_demo, tmp_path):
     """A checkout on a device with no space left, and the disk check turned off (min_free_gb: 0): one line
     that says so, exit 1, no traceback (the lock file's holder line is a courtesy that may fail)."""
     with tmpfs(tmp_path / "small", "size=8m") as small:
         dest = small / "co"
-        inv("clone", "--url", demo.url("pytorch"), "--path", str(dest), check=True)
+        inv("clone", "--url", bare_demo.url("pytorch"), "--path", str(dest), check=True)
         with open(small / "filler", "wb", buffering=0) as fh:  # take every byte that is left
             try:
                 while True:
@@ -57,18 +48,18 @@ def test_a_full_disk_is_one_clear_line(demo, tmp_path):
         assert "no space left" in done.stderr.lower()
 
 
-def test_disk_preflight_refuses_with_the_numbers(demo, tmp_path):
+def test_disk_preflight_refuses_with_the_numbers(bare_demo, tmp_path):
     dest = tmp_path / "co"
-    inv("clone", "--url", demo.url("pytorch"), "--path", str(dest), check=True)
+    inv("clone", "--url", bare_demo.url("pytorch"), "--path", str(dest), check=True)
     done = inv("build", "--path", str(dest), "--cuda", "none", env={"TORCHBUILD_BUILD_MIN_FREE_GB": "1000000"})
     assert done.returncode == 1
     assert "GiB free at" in done.stderr and "a build needs about 1000000 GiB (build.min_free_gb)" in done.stderr
     assert not (dest / "build").exists() and not (dest / ".torchbuild").exists()
 
 
-def test_a_vanished_toolkit_is_a_clear_error(demo, tmp_path):
+def test_a_vanished_toolkit_is_a_clear_error(bare_demo, tmp_path):
     dest = tmp_path / "co"
-    inv("clone", "--url", demo.url("pytorch"), "--path", str(dest), check=True)
+    inv("clone", "--url", bare_demo.url("pytorch"), "--path", str(dest), check=True)
     root = fake_toolkit(tmp_path / "cuda-12.6", version_json="12.6.3")
     env = {"TORCHBUILD_TOOLCHAIN_CUDA_ROOTS": str(root)}
     assert "12.6.3" in inv("cuda.list", env=env, check=True).stdout
@@ -99,9 +90,9 @@ def test_a_python_that_cannot_make_venvs(tmp_path):
     assert not (tmp_path / "envs" / "py3.8").exists()
 
 
-def test_a_missing_compiler_is_caught_before_the_build(demo, tmp_path):
+def test_a_missing_compiler_is_caught_before_the_build(bare_demo, tmp_path):
     dest = tmp_path / "co"
-    inv("clone", "--url", demo.url("pytorch"), "--path", str(dest), check=True)
+    inv("clone", "--url", bare_demo.url("pytorch"), "--path", str(dest), check=True)
     done = inv("build", "--path", str(dest), "--cuda", "none", env={"CXX": "/nonexistent/g++-99"})
     assert done.returncode == 1 and "CXX is /nonexistent/g++-99, which was not found" in done.stderr
     assert not (dest / "build").exists()
@@ -117,9 +108,9 @@ def test_unreachable_clone_retries_with_backoff_then_one_error(tmp_path):
     assert not (tmp_path / "co").exists() and not (tmp_path / ".co.partial").exists()
 
 
-def test_sync_after_patching_and_a_dirty_checkout_keeps_state(demo, tmp_path):
+def test_sync_after_patching_and_a_dirty_checkout_keeps_state(bare_demo, tmp_path):
     dest = tmp_path / "co"
-    inv("clone", "--url", demo.url("pytorch"), "--path", str(dest), check=True)
+    inv("clone", "--url", bare_demo.url("pytorch"), "--path", str(dest), check=True)
     (dest / "third_party/fbgemm/LICENSE").write_text("edited\n")
     before = tree_state(dest)
     inv("sync", "--path", str(dest), check=True)  # at the recorded commits: a dirty file is no reason to act

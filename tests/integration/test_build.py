@@ -20,7 +20,9 @@ from ..helpers import (
     compiled,
     compilers_in,
     env_python,
+    file_digest,
     git,
+    in_checkout,
     inv,
     last_log,
     make_venv,
@@ -50,19 +52,6 @@ def test_cpu_build_import_noop_and_incremental(demo):
     again = build(demo, "--cuda", "none")
     assert [c.rsplit("/", 1)[-1] for c in compiled(last_log(demo))] == ["unit_05.cpp.o"]
     assert "1 compile step(s)" in again.stderr
-
-
-def in_checkout(demo: Path) -> dict[str, str]:
-    """What `import minitorch` from the checkout says it is: its version file and its compiled code."""
-    out = run_python("import minitorch, minitorch.version as v; print(v.cuda, v.debug, minitorch.cuda_compiled(), "
-                     "minitorch.__version__, minitorch.checksum())", demo.parent).split()
-    return dict(zip(("cuda", "debug", "cuda_compiled", "version", "checksum"), out))
-
-
-def file_digest(path: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @needs_nvcc

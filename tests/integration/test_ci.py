@@ -9,20 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..helpers import REPO, inv
-
-WORKFLOW = REPO / "ci" / "github-matrix.yml"
-
-
-def github_files(tmp_path: Path) -> dict[str, str]:
-    out, summary = tmp_path / "github_output", tmp_path / "step_summary"
-    out.write_text("")
-    summary.write_text("")
-    return {"GITHUB_OUTPUT": str(out), "GITHUB_STEP_SUMMARY": str(summary)}
-
-
-def outputs(path: str) -> dict[str, str]:
-    return dict(line.split("=", 1) for line in Path(path).read_text().splitlines() if "=" in line)
+from ..helpers import REPO, WORKFLOW, github_files, inv, outputs
 
 
 def test_the_matrix_sends_each_session_where_it_can_be_provisioned(tmp_path):

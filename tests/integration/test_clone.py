@@ -14,7 +14,7 @@ import pytest
 
 from torchbuild.demo import make_upstream
 
-from ..helpers import REPO, copy_project, git, inv, tree_state
+from ..helpers import REPO, copy_project, git, inv, run_torchbuild, tree_state
 
 SUBMODULE_FILES = ["third_party/fbgemm/LICENSE", "third_party/fbgemm/third_party/asmjit/LICENSE",
                    "third_party/pybind11/LICENSE", "version.txt"]
@@ -336,15 +336,6 @@ def test_checkouts_share_no_object_files_with_the_cache(upstream, tmp_path, isol
     cached = {(p.stat().st_dev, p.stat().st_ino) for p in files_under(cache)}
     mine = {(p.stat().st_dev, p.stat().st_ino) for p in files_under(tmp_path / "co")}
     assert cached and not cached & mine
-
-
-TORCHBUILD = [sys.executable, "-c", "import sys; from torchbuild.program import main; sys.argv[0] = 'torchbuild'; "
-              "main()"]
-
-
-def run_torchbuild(*args: str, cwd: Path, stdout: int | None = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*TORCHBUILD, *args], cwd=cwd, stdout=stdout, stderr=subprocess.PIPE, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL)
 
 
 def test_clone_url_goes_into_the_folder_git_names_and_an_ssh_login_is_no_secret(tmp_path):

@@ -20,16 +20,6 @@ from torchbuild.toolchain import search_path
 from ..helpers import REAL_HOME, build, inv
 
 
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    """A config whose env dir and checkout live in tmp; pip's download cache is the user's."""
-    monkeypatch.setenv("PIP_CACHE_DIR", str(REAL_HOME / ".cache" / "pip"))
-    monkeypatch.setenv("TORCHBUILD_PATHS_ENVS", str(tmp_path / "envs"))
-    monkeypatch.setenv("TORCHBUILD_SOURCE_PATH", str(tmp_path / "checkout"))
-    monkeypatch.setenv("HOME", str(REAL_HOME))  # pyenv's Pythons are found under the real home
-    return tmp_path
-
-
 def local_index(tmp_path: Path) -> Path:
     """A PEP 503 index in a folder holding one small wheel, `tbprobe` (written by hand: no network)."""
     files = {
@@ -54,32 +44,32 @@ def local_index(tmp_path: Path) -> Path:
     return simple
 
 
-def test_an_unreachable_index_is_named_as_such(project):
+def test_an_unreachable_index_is_named_as_such(env_project):
     """pip says "no matching distribution" when the index cannot be reached: the error says which it was."""
     from ..helpers import free_port
 
-    checkout = project / "checkout"
+    checkout = env_project / "checkout"
     checkout.mkdir()
     (checkout / "requirements-build.txt").write_text("cffi\n")
-    (project / "tb.yaml").write_text(f"mirrors:\n  pip_index_url: http://127.0.0.1:{free_port()}/simple\n")
+    (env_project / "tb.yaml").write_text(f"mirrors:\n  pip_index_url: http://127.0.0.1:{free_port()}/simple\n")
     py = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    done = inv("env.create", "--python", py, env={"TORCHBUILD_CONFIG": str(project / "tb.yaml"),
+    done = inv("env.create", "--python", py, env={"TORCHBUILD_CONFIG": str(env_project / "tb.yaml"),
                                                   "PIP_CONFIG_FILE": "/dev/null", "PIP_RETRIES": "1"}, timeout=300)
     assert done.returncode == 1 and "cannot reach the package index to install cffi" in done.stderr
     assert "Connection refused" in done.stderr and "pin a version" not in done.stderr
 
 
-def test_mirror_config_is_written_into_the_env_and_used(project):
-    simple = local_index(project)
-    checkout = project / "checkout"
+def test_mirror_config_is_written_into_the_env_and_used(env_project):
+    simple = local_index(env_project)
+    checkout = env_project / "checkout"
     checkout.mkdir()
     (checkout / "requirements-build.txt").write_text("tbprobe\n")
-    (project / "tb.yaml").write_text(f"mirrors:\n  pip_index_url: {simple.as_uri()}\n"
+    (env_project / "tb.yaml").write_text(f"mirrors:\n  pip_index_url: {simple.as_uri()}\n"
                                      "  pip_trusted_hosts: [example.invalid]\n")
-    env = {"TORCHBUILD_CONFIG": str(project / "tb.yaml"), "PIP_CONFIG_FILE": "/dev/null"}
+    env = {"TORCHBUILD_CONFIG": str(env_project / "tb.yaml"), "PIP_CONFIG_FILE": "/dev/null"}
     py = f"{sys.version_info[0]}.{sys.version_info[1]}"
     inv("env.create", "--python", py, env=env, check=True, timeout=300)
-    prefix = project / "envs" / f"py{py}"
+    prefix = env_project / "envs" / f"py{py}"
     conf = (prefix / "pip.conf").read_text()
     assert f"index-url = {simple.as_uri()}" in conf and "trusted-host = example.invalid" in conf
     assert (prefix / "pip.conf").stat().st_mode & 0o777 == 0o600  # an index url may hold a token
@@ -90,28 +80,28 @@ def test_mirror_config_is_written_into_the_env_and_used(project):
         (REAL_HOME / ".config" / "pip" / "pip.conf").read_text()
 
 
-def test_uv_backend(project):
+def test_uv_backend(env_project):
     if not shutil.which("uv", path=search_path(os.environ)):
         pytest.skip("uv is not installed (pip install uv)")
-    simple = local_index(project)
-    checkout = project / "checkout"
+    simple = local_index(env_project)
+    checkout = env_project / "checkout"
     checkout.mkdir()
     (checkout / "requirements-build.txt").write_text("tbprobe\n")
-    (project / "tb.yaml").write_text(f"mirrors:\n  pip_extra_index_urls: [{simple.as_uri()}]\n")
+    (env_project / "tb.yaml").write_text(f"mirrors:\n  pip_extra_index_urls: [{simple.as_uri()}]\n")
     py = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    done = inv("env.create", "--python", py, "--backend", "uv", env={"TORCHBUILD_CONFIG": str(project / "tb.yaml")},
+    done = inv("env.create", "--python", py, "--backend", "uv", env={"TORCHBUILD_CONFIG": str(env_project / "tb.yaml")},
                check=True, timeout=300)
-    prefix = project / "envs" / f"py{py}-uv"
+    prefix = env_project / "envs" / f"py{py}-uv"
     assert "(uv)" in done.stderr and "uv pip install" in done.stderr
     out = subprocess.run([str(prefix / "bin/python"), "-c", "import tbprobe; print(tbprobe.VALUE)"],
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == "42"
 
 
-def test_conda_backend_commands(project):
+def test_conda_backend_commands(env_project):
     """Conda channels are unreachable here: a stub conda records its arguments and makes the prefix."""
-    record = project / "calls.jsonl"
-    stub_dir = project / "stubbin"
+    record = env_project / "calls.jsonl"
+    stub_dir = env_project / "stubbin"
     stub_dir.mkdir()
     conda = stub_dir / "conda"
     conda.write_text(textwrap.dedent(f"""\
@@ -128,15 +118,15 @@ def test_conda_backend_commands(project):
         os.chmod(py, 0o755)
     """))
     conda.chmod(0o755)
-    (project / "tb.yaml").write_text("mirrors:\n  conda_channels: [https://mirror.example/conda-forge, "
+    (env_project / "tb.yaml").write_text("mirrors:\n  conda_channels: [https://mirror.example/conda-forge, "
                                      "https://mirror.example/nvidia]\n  conda_channel_priority: strict\n"
                                      "build:\n  cuda: '13.0'\n")
-    env = {"TORCHBUILD_CONFIG": str(project / "tb.yaml"), "CONDA_EXE": str(conda), "TORCHBUILD_BUILD_MKL": "1",
+    env = {"TORCHBUILD_CONFIG": str(env_project / "tb.yaml"), "CONDA_EXE": str(conda), "TORCHBUILD_BUILD_MKL": "1",
            "PATH": f"{stub_dir}:{os.environ['PATH']}"}
     py = f"{sys.version_info[0]}.{sys.version_info[1]}"
     inv("env.create", "--python", py, "--backend", "conda", env=env, check=True)
     (call,) = [json.loads(line) for line in record.read_text().splitlines()]
-    prefix = project / "envs" / f"py{py}-conda"
+    prefix = env_project / "envs" / f"py{py}-conda"
     assert call["argv"] == ["create", "--yes", "--prefix", str(prefix), "--override-channels",
                             "-c", "https://mirror.example/conda-forge", "-c", "https://mirror.example/nvidia",
                             f"python={py}", "mkl", "mkl-include", "magma-cuda130"]
@@ -147,21 +137,21 @@ def test_conda_backend_commands(project):
     assert "-m pip install -q" in pip_calls and "numpy" in pip_calls
 
 
-def test_bad_input(project):
+def test_bad_input(env_project):
     missing = inv("env.create", "--python", "2.9")
     assert missing.returncode == 1 and "Python 2.9 was not found (found:" in missing.stderr
     backend = inv("env.create", "--backend", "micromamba", env={"PATH": "/usr/bin:/bin", "MAMBA_EXE": ""})
     assert backend.returncode == 1 and "the micromamba backend is not installed" in backend.stderr
     assert "install micromamba" in backend.stderr
-    blocker = project / "not-a-folder"
+    blocker = env_project / "not-a-folder"
     blocker.write_text("a file where the env dir should go\n")
     bad_dir = inv("env.create", env={"TORCHBUILD_PATHS_ENVS": str(blocker / "envs")})
     assert bad_dir.returncode == 1 and f"cannot write the env dir {blocker / 'envs'}" in bad_dir.stderr
     assert blocker.read_text() == "a file where the env dir should go\n"
 
 
-def test_unresolvable_requirement_leaves_nothing_trusted(project):
-    checkout = project / "checkout"
+def test_unresolvable_requirement_leaves_nothing_trusted(env_project):
+    checkout = env_project / "checkout"
     checkout.mkdir()
     (checkout / "requirements-build.txt").write_text("torchbuild-no-such-package-xyz==99\n")
     py = f"{sys.version_info[0]}.{sys.version_info[1]}"
@@ -169,7 +159,7 @@ def test_unresolvable_requirement_leaves_nothing_trusted(project):
     assert done.returncode == 1
     assert f"cannot install torchbuild-no-such-package-xyz==99 for Python {py}." in done.stderr
     assert "Traceback" not in done.output
-    assert not (project / "envs" / f"py{py}").exists()
+    assert not (env_project / "envs" / f"py{py}").exists()
 
 
 def test_a_python_the_checkout_refuses_is_named_before_any_env_is_made(small_demo, tmp_path, monkeypatch):  # noqa: F811

@@ -8,13 +8,8 @@ import select
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-from ..helpers import REPO, build
-
-
-def objects(checkout: Path) -> dict[str, int]:
-    return {str(p): p.stat().st_mtime_ns for p in (checkout / "build").rglob("*.o")}
+from ..helpers import REPO, build, objects
 
 
 def on_a_terminal(args: list[str], env: dict[str, str], answer: bytes) -> tuple[int, str]:

@@ -15,7 +15,7 @@ import pytest
 
 from torchbuild.diagnose import diagnose
 
-from ..helpers import NVCC, inv, needs_nvcc
+from ..helpers import NVCC, cmake_project, inv, needs_nvcc
 
 
 def output(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -27,12 +27,6 @@ def output(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> str
 
 def ids(text: str, jobs: int = 1) -> list[str]:
     return [d.id for d in diagnose(text, jobs)]
-
-
-def cmake_project(root: Path, body: str, minimum: str = "3.18") -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "CMakeLists.txt").write_text(f"cmake_minimum_required(VERSION {minimum})\n{body}\n")
-    return root
 
 
 @pytest.fixture(scope="module")

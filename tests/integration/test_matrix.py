@@ -54,32 +54,6 @@ def test_sessions_come_from_the_config(tmp_path):
     assert {"tests", "lint", "typecheck", "bench"} <= set(names)
 
 
-MATRIX_SECRET = "s3cr3t-m4trix-pw"  # in build.env: the sessions and what they write must hide it
-
-
-SMALL = 4  # core units where a test asserts what every unit does, not how many there are
-
-
-@pytest.fixture
-def demo_project(tmp_path):
-    """The demo as PyTorch 2.8 and later (a [project] table: no split build) in a matrix project, with a core
-    of SMALL units."""
-    return matrix_project(tmp_path, project_table=True, units=SMALL)
-
-
-def matrix_project(tmp_path: Path, project_table: bool, units: int):
-    if not (has_python("3.10") and has_python("3.12")):
-        pytest.skip("needs pyenv Pythons 3.10 and 3.12")
-    up = make_upstream(tmp_path / "upstream", project_table=project_table, units=units)
-    proj = project(tmp_path, f"source:\n  url: {up.url('pytorch')}\n  path: {tmp_path / 'co'}\n"
-                             'matrix:\n  pythons: ["3.10", "3.12"]\n  cudas: ["none"]\n'
-                             f"paths:\n  cache_dir: {tmp_path / 'cache'}\nbuild:\n  min_free_gb: 1\n"
-                             f"  env:\n    API_PASSWORD: {MATRIX_SECRET}\n    CMAKE_DEMO_TOKEN: {MATRIX_SECRET}\n")
-    env = {"HOME": str(REAL_HOME), "PIP_CACHE_DIR": str(REAL_HOME / ".cache" / "pip")}
-    inv("clone", root=proj, env=env, check=True)
-    return proj, env, tmp_path / "co"
-
-
 @pytest.mark.slow
 def test_unsupported_pair_is_skipped_with_the_reason(demo_project):
     if not has_python("3.6"):

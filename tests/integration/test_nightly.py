@@ -5,91 +5,14 @@ http on loopback; the checkout is cloned afresh and `inv nightly` runs with no c
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from torchbuild.demo import make_upstream
-
-from ..helpers import free_port, git, inv, wait_for_port
+from ..helpers import FIRST, git, inv, served_clone
 
 pytestmark = pytest.mark.slow
-
-
-FIRST = "0.1.0.dev20261201"
-
-
-NEWER = "0.1.0.dev20261203"
-
-
-def repack(wheel: Path, dest: Path, version: str, git_version: str) -> Path:
-    """The same wheel as another nightly: its version and the commit it says it was built from."""
-    old = wheel.name.split("-")[1]
-    out = dest / wheel.name.replace(old, version)
-    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
-        for info in src.infolist():
-            data = src.read(info)
-            name = info.filename.replace(f"-{old}.dist-info", f"-{version}.dist-info")
-            if name.endswith(("version.py", "METADATA")):
-                text = data.decode().replace(old, version)
-                if name.endswith("version.py"):
-                    text = "\n".join(f"git_version = '{git_version}'" if ln.startswith("git_version") else ln
-                                     for ln in text.splitlines()) + "\n"
-                data = text.encode()
-            info.filename = name
-            dst.writestr(info, data)
-    return out
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """An upstream whose commit C1 has a nightly (built here), then C2 (a .py change) and C3 (a .cpp
-    change) on top, and C4 after those, whose nightly is newer than any checkout at C3; the index on
-    loopback serves both wheels."""
-    root = tmp_path_factory.mktemp("nightly")
-    env = {"TORCHBUILD_PATHS_ENVS": str(root / "envs"), "TORCHBUILD_PATHS_CACHE_DIR": str(root / "cache"),
-           "TORCHBUILD_PATHS_LOGS": str(root / "logs"), "TORCHBUILD_BUILD_MIN_FREE_GB": "1",
-           "HOME": str(root), "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "T", "GIT_COMMITTER_NAME": "T",
-           "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
-    (root / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n")
-    saved = dict(os.environ)
-    os.environ.update(env)
-    try:
-        up = make_upstream(root / "upstream", units=4)
-        c1 = up.head("pytorch")
-        inv("clone", "--url", up.url("pytorch"), "--path", str(root / "at-c1"), check=True)
-        inv("build", "--path", str(root / "at-c1"), "--cuda", "none", "--wheel", "--dist", str(root / "dist"),
-            "--set", f"PYTORCH_BUILD_VERSION={FIRST}", check=True, timeout=600)
-        (wheel,) = (root / "dist").glob("minitorch-*.whl")
-        init = (up.repo("pytorch") / "minitorch" / "__init__.py").read_text()
-        up.commit("pytorch", {"minitorch/__init__.py": init + "\nFROM_C2 = 'python change'\n"}, "C2: python")
-        unit = up.repo("pytorch") / "c10" / "core" / "unit_00.cpp"
-        up.commit("pytorch", {str(unit.relative_to(up.repo("pytorch"))): unit.read_text() + "\n// C3\n"},
-                  "C3: C++")
-        c3 = up.head("pytorch")
-        up.commit("pytorch", {"NOTES.md": "C4\n"}, "C4")
-        c4 = up.head("pytorch")
-        shutil.rmtree(root / "at-c1")
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    index = root / "index" / "minitorch"
-    index.mkdir(parents=True)
-    shutil.copy(wheel, index)
-    repack(wheel, index, NEWER, c4)
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
-                              cwd=root / "index", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for_port(port, server, "the index")
-    yield {"root": root, "up": up, "c1": c1, "c3": c3, "c4": c4, "env": env, "unit": unit.name,
-           "url": f"http://127.0.0.1:{port}/"}
-    server.terminate()
-    server.wait()
 
 
 def altered(wheel: Path, dest: Path, change) -> Path:
@@ -177,16 +100,6 @@ def test_a_hostile_or_broken_nightly_is_refused_before_anything_is_written(serve
     for name in (".git/hooks/pre-commit", "c10/core/evil.cpp", "tools/evil.py"):
         assert not (co / name).exists(), name
     assert git(co, "status", "--porcelain") == ""
-
-
-def served_clone(served, tmp_path: Path, monkeypatch) -> Path:
-    """A fresh clone of the served upstream, with the index and the module's env in this test's env."""
-    for key, value in served["env"].items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("TORCHBUILD_NIGHTLY_INDEX_URL", served["url"])
-    co = tmp_path / "co"
-    inv("clone", "--url", served["up"].url("pytorch"), "--path", str(co), check=True)
-    return co
 
 
 def test_a_lib_folder_linked_outside_is_never_written_through(served, tmp_path, monkeypatch):

@@ -16,6 +16,7 @@ import pytest
 
 from ..helpers import (
     REPO,
+    UP_TO_DATE,
     build,
     checksum,
     edit,
@@ -47,9 +48,6 @@ def test_clean_config_must_name_a_tree_torchbuild_made(checkout, tmp_path, confi
     assert "is not a configuration name" in done.stderr or "no build tree for configuration" in done.stderr
     assert (outside / "keep.txt").read_text() == "mine"
     assert sorted(str(p) for p in files_under(checkout) if ".git" not in p.parts) == before
-
-
-UP_TO_DATE = "up to date:"
 
 
 @pytest.mark.slow

@@ -7,11 +7,10 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from ..helpers import git, inv, make_patch, patch, tree_state
+from ..helpers import git, inv, make_patch, patch, run_torchbuild, tree_state
 from ..skbuild import make_skbuild_project
 
 
@@ -151,7 +150,6 @@ def test_two_applies_at_once_take_turns(checkout, series):
     """The series is applied under the checkout's lock (the one builds take): two `inv patch.apply` started
     while a build holds the checkout both wait, then one applies and the other finds it applied."""
     import subprocess
-    import sys
 
     from torchbuild.locks import checkout_lock
 
@@ -285,15 +283,6 @@ def test_clone_applies_the_series_when_auto(upstream, series, tmp_path):
     inv("clone", "--url", upstream.url("pytorch"), "--path", str(dest), env={"TORCHBUILD_CONFIG": str(cfg)}, check=True)
     assert (dest / "version.txt").read_text() == "2.11.0a0+patched\n"
     assert (dest / ASMJIT / "LICENSE").read_text() == "asmjit: patched\n"
-
-
-TORCHBUILD = [sys.executable, "-c", "import sys; from torchbuild.program import main; sys.argv[0] = 'torchbuild'; "
-              "main()"]
-
-
-def run_torchbuild(*args: str, cwd: Path, stdout: int | None = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*TORCHBUILD, *args], cwd=cwd, stdout=stdout, stderr=subprocess.PIPE, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL)
 
 
 def test_in_a_checkout_without_config_the_series_lives_in_its_torchbuild_folder(tmp_path):

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from ..helpers import REPO, inv
+from ..helpers import REPO, inv, run_torchbuild
 
 pytestmark = pytest.mark.slow
 
@@ -41,15 +40,6 @@ def test_build_takes_the_lean_path_and_reads_its_flags_as_invoke_does(tmp_path):
     assert "nothing-here" in lean.stderr and "Traceback" not in lean.stderr
     full = command("--bogus")
     assert full.returncode != 0 and "No idea what '--bogus' is!" in full.stderr and "| invoke" in full.stderr
-
-
-TORCHBUILD = [sys.executable, "-c", "import sys; from torchbuild.program import main; sys.argv[0] = 'torchbuild'; "
-              "main()"]
-
-
-def run_torchbuild(*args: str, cwd: Path, stdout: int | None = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*TORCHBUILD, *args], cwd=cwd, stdout=stdout, stderr=subprocess.PIPE, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL)
 
 
 def test_output_read_by_a_pipe_that_closes_early_ends_without_a_traceback(tmp_path):

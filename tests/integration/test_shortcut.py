@@ -7,9 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from ..helpers import build, checksum, edit, git, last_log, run_python
-
-SHORTCUT = "only files ninja builds from changed since the last build"
+from ..helpers import SHORTCUT, build, checksum, edit, git, last_log, run_python
 
 
 def test_an_edited_unit_rebuilds_without_pip_and_imports_what_the_whole_build_makes(small_demo):  # noqa: F811

@@ -4,31 +4,9 @@ site-packages, and "up to date" means exactly those files, from this checkout.""
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 import pytest
 
-from ..helpers import build, edit, env_python, inv
-from ..skbuild import make_skbuild_project
-
-UP_TO_DATE = "up to date:"
-
-
-@pytest.fixture
-def skproject(tmp_path, shared, monkeypatch):  # noqa: F811
-    for key, value in {**shared, "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs")}.items():
-        monkeypatch.setenv(key, value)
-    up = make_skbuild_project(tmp_path / "up", units=4, scm=True)  # the backend asks for setuptools-scm
-    inv("clone", "--url", up.as_uri(), "--path", str(tmp_path / "co"), check=True)
-    return tmp_path / "co"
-
-
-def imported(checkout: Path) -> tuple[str, str]:
-    out = subprocess.run([str(env_python()), "-c", "import skdemo, skdemo._core as c; print(skdemo.checksum(), "
-                          "c.__file__)"], cwd=checkout.parent, capture_output=True, text=True, check=True).stdout
-    checksum, where = out.split()
-    return checksum, where
+from ..helpers import UP_TO_DATE, build, edit, sk_imported
 
 
 @pytest.mark.slow
@@ -48,10 +26,10 @@ def test_a_configure_depends_glob_hides_no_change_behind_its_check(skproject):
     with open(skproject / ".git/info/exclude", "a") as exclude:
         exclude.write("/include/c10/local.h\n")
     build(skproject, "--cuda", "none")
-    before = int(imported(skproject)[0])
+    before = int(sk_imported(skproject)[0])
     assert UP_TO_DATE in build(skproject, "--cuda", "none").stderr  # the glob check alone is no work
     local.write_text("#define LOCAL_OFFSET 1000\n")
     explained = build(skproject, "--cuda", "none", "--explain").output
     assert "include/c10/local.h: 1 step(s)" in explained, explained
     rebuilt = build(skproject, "--cuda", "none")
-    assert UP_TO_DATE not in rebuilt.stderr and int(imported(skproject)[0]) == before + 1000
+    assert UP_TO_DATE not in rebuilt.stderr and int(sk_imported(skproject)[0]) == before + 1000
