@@ -238,7 +238,7 @@ def decide_inputs(plan: Plan, state: State, request: BuildRequest, base_env: Map
     said += [line.removeprefix("ninja explain: ") for line in relink[:1]]
     if work is not None and relink:
         work = NinjaWork((*work.lines, *relink), work.steps, work.reconfigure, work.source)
-    relabel = foreign_version(plan)
+    relabel = foreign_version(plan, state.files)
     if relabel is not None:
         said.append(f"the install's metadata says {shortcut.metadata_version(relabel[0])}, the version of another "
                     f"configuration's build: the build re-stamps it with this one's, {relabel[1]}, as pip writes it")
@@ -247,14 +247,16 @@ def decide_inputs(plan: Plan, state: State, request: BuildRequest, base_env: Map
     return choose(plan, state, request, base_env, found, crossing == "" and not stale, kept)
 
 
-def foreign_version(plan: Plan) -> tuple[Path, str] | None:
-    """Where every configuration of one Python shares the editable install's dist-info (the outputs are in the
-    checkout): its RECORD and this configuration's version (its version.py) when the METADATA says another's,
-    as a build of another configuration at another commit leaves it (None: they agree, or nothing to compare)."""
-    if plan.wheel or plan.outputs_in_env:
+def foreign_version(plan: Plan, files: Mapping[str, object]) -> tuple[Path, str] | None:
+    """Where every configuration of one Python shares the editable install's dist-info (PyTorch's setup.py: the
+    outputs are in the checkout): its RECORD and this configuration's version, from the version.py its build
+    wrote (one of its `files`), when the METADATA says another's, as a build of another configuration at another
+    commit leaves it (None: they agree, or nothing to compare)."""
+    generated = f"{plan.package}/version.py"
+    if plan.wheel or plan.outputs_in_env or not (plan.driver and plan.driver.pytorch()) or generated not in files:
         return None
     record = editable_record(plan.env.prefix, plan.checkout)
-    ours = shortcut.version_of(plan.checkout / plan.package / "version.py")
+    ours = shortcut.version_of(plan.checkout / generated)
     theirs = shortcut.metadata_version(record) if record else None
     return (record, ours) if record and ours and theirs and ours != theirs else None
 
