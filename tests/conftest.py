@@ -178,6 +178,7 @@ def main_demo(tmp_path, shared, clones, monkeypatch):
 
 @pytest.fixture
 def bare_demo(tmp_path, monkeypatch):
+    """The 4-unit demo's upstream, for tests that clone it their own way (builds need 1 GB free)."""
     monkeypatch.setenv("TORCHBUILD_BUILD_MIN_FREE_GB", "1")
     up = make_upstream(tmp_path / "upstream", units=4)
     return up
@@ -247,7 +248,8 @@ def served(tmp_path_factory):
 
 
 @pytest.fixture
-def skproject(tmp_path, shared, monkeypatch):  # noqa: F811
+def skproject(tmp_path, shared, monkeypatch):
+    """A scikit-build-core project (not PyTorch) whose version comes from setuptools-scm, cloned."""
     for key, value in {**shared, "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs")}.items():
         monkeypatch.setenv(key, value)
     up = make_skbuild_project(tmp_path / "up", units=4, scm=True)  # the backend asks for setuptools-scm
