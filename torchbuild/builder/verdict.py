@@ -238,13 +238,20 @@ def decide_inputs(plan: Plan, state: State, request: BuildRequest, base_env: Map
     said += [line.removeprefix("ninja explain: ") for line in relink[:1]]
     if work is not None and relink:
         work = NinjaWork((*work.lines, *relink), work.steps, work.reconfigure, work.source)
-    relabel = foreign_version(plan, state.files)
-    if relabel is not None:
-        said.append(f"the install's metadata says {shortcut.metadata_version(relabel[0])}, the version of another "
-                    f"configuration's build: the build re-stamps it with this one's, {relabel[1]}, as pip writes it")
     found = Verdict(Way.WHOLE_WAY, "", said=tuple(said), commands=whole, work=work, marker=marker,
-                    restamp=record if crossing is None else None, relabel=relabel, symbols=symbols)
-    return choose(plan, state, request, base_env, found, crossing == "" and not stale, kept)
+                    restamp=record if crossing is None else None, symbols=symbols)
+    return relabelled(plan, state, choose(plan, state, request, base_env, found, crossing == "" and not stale, kept))
+
+
+def relabelled(plan: Plan, state: State, found: Verdict) -> Verdict:
+    """A verdict that skips the driver (up to date, the shortcut, in place) re-stamps a dist-info that another
+    configuration of this Python left its version in (pip writes it anew on the whole way)."""
+    relabel = foreign_version(plan, state.files) if found.way is not Way.WHOLE_WAY else None
+    if relabel is None:
+        return found
+    said = f"the install's metadata says {shortcut.metadata_version(relabel[0])}, the version of another " \
+        f"configuration's build: the build re-stamps it with this one's, {relabel[1]}, as pip writes it"
+    return replace(found, said=(*found.said, said), relabel=relabel)
 
 
 def foreign_version(plan: Plan, files: Mapping[str, object]) -> tuple[Path, str] | None:
