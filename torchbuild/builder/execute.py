@@ -309,8 +309,9 @@ class Run:
         what the build and the commits rewrote goes (a cache is trusted by size and whole-second mtime)."""
         plan, verdict = self.plan, self.verdict
         written = version_of(plan.checkout / plan.package / "version.py") if self.quick else None
-        installed = moves.editable_record(plan.env.prefix, plan.checkout) if verdict.restamp else None  # asked now:
-        if installed and written:  # a relabel before the build renamed its folder
+        # the RECORD is looked up now: a relabel before the build (prepare) may have renamed its folder
+        installed = moves.editable_record(plan.env.prefix, plan.checkout) if verdict.restamp else None
+        if installed and written:
             shortcut.restamp(installed, written)
         rewritten = [plan.checkout / name for name, st in self.state.files.items()
                      if name.endswith(".py") and stat_of(plan.checkout / name) != st]

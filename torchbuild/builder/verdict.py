@@ -93,7 +93,7 @@ class Verdict:
     stale: tuple[Path, ...] = ()  # outputs whose inputs changed by content where ninja's clock says not
     marker: Record | None = None  # the record as the build checks edits against it
     restamp: Path | None = None  # the install's RECORD, re-stamped with the version the build writes
-    relabel: tuple[Path, str] | None = None  # the shared install's RECORD and this configuration's version: first
+    relabel: tuple[Path, str] | None = None  # a shared dist-info's RECORD, re-stamped with this version first
     symbols: tuple[Path, Mapping[str, object]] | None = None  # the torch's exports, kept for the next relink check
     evidence: Evidence = field(default_factory=Evidence)  # what the last build read that git cannot vouch for
 
