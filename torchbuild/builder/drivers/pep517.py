@@ -4,6 +4,7 @@ where a backend has no PEP 660 hook); a wheel from the backend."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ...compat import pyproject
@@ -20,10 +21,17 @@ BUILD_TYPE_FLAGS = {"release": "", "debug": "-O0 -g -UNDEBUG", "relwithdebinfo":
 
 
 def calls_cmake(checkout: Path) -> bool:
-    """Whether the build runs CMake: a CMakeLists.txt at the top, or a setup.py that names cmake."""
+    """Whether the build runs CMake, as what drives it says: a setup.py whose code names cmake (its own
+    build_ext, scikit-build's setup) whatever lies beside it (torch-scatter's sdist holds a CMakeLists.txt for
+    its standalone C++ library that its setup.py never runs); without one, a CMakeLists.txt at the top."""
     setup = checkout / "setup.py"
-    return (checkout / "CMakeLists.txt").is_file() or \
-        (setup.is_file() and "cmake" in setup.read_text(errors="replace").lower())
+    if setup.is_file():
+        code = COMMENT.sub("", setup.read_text(errors="replace")).lower()
+        return "cmake" in code or "skbuild" in code
+    return (checkout / "CMakeLists.txt").is_file()
+
+
+COMMENT = re.compile(r"(?m)#.*$")  # CMake's and Python's line comments alike
 
 
 def compiles_extensions(checkout: Path) -> bool:

@@ -84,12 +84,13 @@ def _cuda_arch_flags():
 
 
 def _wrap_compiler(compiler):
-    """As torch 2.13's: the compiler behind ccache (or sccache) where one is on PATH, unless TORCH_NO_COMPILER_WRAPPER
-    is set."""
+    """As torch 2.13's: the compiler (a word or a list) behind ccache (or sccache) where one is on PATH, unless
+    TORCH_NO_COMPILER_WRAPPER is set."""
+    compiler = [compiler] if isinstance(compiler, str) else list(compiler)
     if os.environ.get("TORCH_NO_COMPILER_WRAPPER"):
-        return [compiler]
+        return compiler
     wrapper = next((w for w in ("ccache", "sccache") if shutil.which(w)), None)
-    return [wrapper, compiler] if wrapper else [compiler]
+    return [wrapper, *compiler] if wrapper else compiler
 
 
 def _write_ninja_file(path, sources, objects, cflags, post_cflags, cuda_cflags, cuda_post_cflags):
@@ -116,6 +117,21 @@ def _write_ninja_file(path, sources, objects, cflags, post_cflags, cuda_cflags, 
 
 
 class BuildExtension(build_ext):
+    @classmethod
+    def with_options(cls, **options):
+        """As torch's: a subclass whose constructor takes these options (`use_ninja=False`, as torch-scatter and
+        many others pass: distutils compiles each unit, every unit on every build_ext)."""
+        class cls_with_options(cls):
+            def __init__(self, *args, **kwargs):
+                kwargs.update(options)
+                super().__init__(*args, **kwargs)
+
+        return cls_with_options
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.use_ninja = kwargs.get("use_ninja", True)
+
     def build_extensions(self):
         self.compiler.src_extensions += [".cu", ".cuh"]
         for ext in self.extensions:
@@ -126,8 +142,31 @@ class BuildExtension(build_ext):
             for key in ("cxx", "nvcc"):
                 args[key] += [f"-DTORCH_EXTENSION_NAME={ext.name.split('.')[-1]}",
                               f"-D_GLIBCXX_USE_CXX11_ABI={int(minitorch._C._GLIBCXX_USE_CXX11_ABI)}"]
-        self.compiler.compile = self._ninja_compile
+        if self.use_ninja:
+            self.compiler.compile = self._ninja_compile
+        else:
+            self.compiler._compile = self._single_compile(self.compiler._compile)
         build_ext.build_extensions(self)
+
+    def _single_compile(self, original_compile):
+        """As torch's unix_wrap_single_compile: one unit at a time through distutils, its compiler (or nvcc for a
+        .cu) behind the wrapper, the extension's cxx or nvcc flags."""
+        def compile_one(obj, src, ext, cc_args, extra_postargs, pp_opts):
+            original = self.compiler.compiler_so
+            cflags = list(extra_postargs["nvcc" if src.endswith(".cu") else "cxx"]
+                          if isinstance(extra_postargs, dict) else extra_postargs)
+            try:
+                if src.endswith(".cu"):
+                    nvcc = os.path.join(CUDA_HOME, "bin", "nvcc") if CUDA_HOME else "nvcc"
+                    self.compiler.set_executable("compiler_so", _wrap_compiler(nvcc))
+                    cflags = COMMON_NVCC_FLAGS + ["--compiler-options", "'-fPIC'"] + cflags + _cuda_arch_flags()
+                else:
+                    self.compiler.set_executable("compiler_so", _wrap_compiler(original))
+                original_compile(obj, src, ext, cc_args, cflags + ["-std=c++17"], pp_opts)
+            finally:
+                self.compiler.set_executable("compiler_so", original)
+
+        return compile_one
 
     def _ninja_compile(self, sources, output_dir=None, macros=None, include_dirs=None, debug=0,
                        extra_preargs=None, extra_postargs=None, depends=None):
