@@ -71,11 +71,32 @@ def download(project: Project, dest: Path) -> Path:
     found = list(dest.glob(f"{project.name.replace('-', '_')}-{project.version}.tar.gz")) + \
         list(dest.glob(f"{project.name}-{project.version}.tar.gz"))
     if not found:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", project.name,
-                        f"{project.name}=={project.version}", "-d", str(dest)], check=True, capture_output=True)
+        done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary",
+                               project.name, f"{project.name}=={project.version}", "-d", str(dest)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:  # pip asks the sdist for its metadata: torch-scatter's setup.py imports torch
+            return from_index(project, dest, done)
         found = [p for p in dest.glob("*.tar.gz") if p.name.lower().startswith(project.name.replace("-", "_"))
                  or p.name.lower().startswith(project.name)]
     return found[0]
+
+
+def from_index(project: Project, dest: Path, failed: subprocess.CompletedProcess[str]) -> Path:
+    """The sdist as the index's simple page links it, without asking it for metadata."""
+    import re
+    import urllib.request
+
+    name = f"{project.name.replace('-', '_')}-{project.version}.tar.gz"
+    try:
+        page = urllib.request.urlopen(f"https://pypi.org/simple/{project.name}/", timeout=60).read().decode()
+        link = re.search(rf'href="([^"#]*/{re.escape(name)})', page)
+        if link is None:
+            raise OSError(f"no {name} on the index's page")
+        urllib.request.urlretrieve(link.group(1), dest / name)
+    except OSError as exc:
+        raise subprocess.CalledProcessError(failed.returncode, failed.args, failed.stdout,
+                                            f"{failed.stderr[-300:]}; then {exc}") from None
+    return dest / name
 
 
 def make_upstream(project: Project, sdist: Path, root: Path) -> str:

@@ -9,8 +9,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -140,3 +142,61 @@ def test_matrix_side_by_side_on_a_real_project(sdists, tmp_path, monkeypatch):
         called = subprocess.run([str(venv / "bin" / "python"), "-c", project.call], cwd=tmp_path,
                                 capture_output=True, text=True)
         assert called.stdout.strip() == project.expect, called.stderr
+
+
+SCATTER = Project("torch-scatter", "2.1.2", "benchmark", "README.md",
+                  "import torch, torch_scatter; print(torch_scatter.scatter_max(torch.tensor([1.0, 3.0, 2.0]), "
+                  "torch.tensor([0, 0, 1]))[0].tolist())", "[3.0, 2.0]")
+
+
+@pytest.mark.timeout(3000)
+def test_torch_scatter_rebuilds_one_edited_unit_behind_the_provisioned_cache(sdists, tmp_path, monkeypatch):
+    """torch-scatter 2.1.2 from its sdist (issue 59; 58 items 10, 11) against torch 2.13.0's CPU wheel in the env,
+    with no ccache on PATH: its setup.py compiles 7 units itself through `BuildExtension.with_options(use_ninja=
+    False)`, beside a CMakeLists.txt it never runs. The first in-place build after pip's takes every unit from
+    the cache pip's filled (ccache provisioned, under the compilers' names), the next is a no-op the depfiles
+    prove, and one edited unit is the one compile that misses."""
+    if sys.version_info[:2] != (3, 11):
+        pytest.skip("the CPU torch wheel at hand (pip's find-links) is for Python 3.11")
+    monkeypatch.setenv("PATH", os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
+                                               if not (Path(d) / "ccache").exists()))
+    upstream = tmp_path / "upstream"
+    url = real_upstream(SCATTER, sdists, upstream, monkeypatch)
+    proj = copy_project(tmp_path / "proj")
+    with contextlib.contextmanager(serve)(upstream) as base:
+        (proj / "torchbuild.yaml").write_text(
+            f"source:\n  url: {url}\n  path: {tmp_path / 'co'}\n"
+            f"mirrors:\n  git:\n    '{PUBLIC}/': '{base}/'\n"
+            f"paths:\n  envs: {tmp_path / 'envs'}\n  logs: {tmp_path / 'logs'}\n"
+            "build:\n  min_free_gb: 1\n")
+        inv("clone", root=proj, check=True, timeout=300)
+    inv("env.create", root=proj, check=True, timeout=600)
+    python = tmp_path / "envs" / "py3.11" / "bin" / "python"
+    got = subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0+cpu"], capture_output=True,
+                         text=True)  # its setup.py imports torch and declares no build requirement
+    if got.returncode:
+        pytest.skip(f"torch 2.13.0+cpu could not be installed: {got.stderr[-300:]}")
+
+    def build() -> str:
+        return inv("build", root=proj, check=True, timeout=2400).stderr
+
+    def counts(said: str) -> tuple[int, int]:
+        found = re.search(r"ccache (\d+)/(\d+) hits", said)
+        assert found, said
+        return int(found.group(1)), int(found.group(2))
+
+    def called() -> str:
+        done = subprocess.run([str(python), "-c", SCATTER.call], cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip().splitlines()[-1]
+
+    first = build()
+    assert "CMake generator" not in first and called() == SCATTER.expect
+    in_place = build()
+    assert "setup.py build_ext --inplace --force" in in_place and counts(in_place) == (7, 7), in_place
+    noop = build()
+    assert "up to date: no input its compiler's depfiles name is newer" in noop, noop
+    unit = tmp_path / "co" / "csrc" / "cpu" / "segment_csr_cpu.cpp"
+    unit.write_text(unit.read_text() + "\nint torchbuild_edit() { return 1; }\n")
+    edited = build()
+    assert counts(edited) == (6, 7) and called() == SCATTER.expect, edited

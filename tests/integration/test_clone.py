@@ -36,6 +36,21 @@ def test_clone_checks_out_every_nested_submodule(upstream, tmp_path):
     assert not (tmp_path / ".co.partial").exists()
 
 
+def test_clone_over_a_checkout_made_by_hand_finishes_that_project(upstream, tmp_path):
+    """Issue 58 item 9 (correctionlib): `clone` with source.url at its default (PyTorch's) over a checkout made
+    by hand (`git clone` without --recursive) finishes that checkout from its own origin, instead of refusing it
+    as not PyTorch; a url the user names still has to match."""
+    dest, proj = tmp_path / "co", copy_project(tmp_path / "proj")  # no torchbuild.yaml naming a url
+    git(tmp_path, "clone", "-q", upstream.url("pytorch"), str(dest))
+    done = inv("clone", "--path", str(dest), root=proj, check=True)
+    assert f"clone {upstream.url('pytorch')} into" in done.stderr and "https://github.com" not in done.stderr
+    for rel in SUBMODULE_FILES:
+        assert (dest / rel).is_file(), rel
+    other = inv("clone", "--path", str(dest), "--url", "https://github.com/pytorch/pytorch.git", root=proj,
+                check=False)
+    assert other.returncode != 0 and "is a checkout of" in other.stderr
+
+
 def test_second_clone_does_nothing_even_offline(upstream, tmp_path):
     dest = tmp_path / "co"
     clone(upstream, dest, check=True)

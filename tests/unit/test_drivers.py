@@ -58,3 +58,64 @@ def test_the_split_builds_refusal_gives_the_reason_of_the_checkouts_era(tmp_path
         pyproject.write_text(pyproject.read_text() + '\n[project]\nname = "minitorch"\nversion = "1.0"\n')
     why = split_refusal(checkout)
     assert why is not None and reason in why and not_reason not in why
+
+
+SCATTER_SETUP = ("from torch.utils.cpp_extension import BuildExtension, CppExtension\n"
+                 "# a comment that names cmake decides nothing\n"
+                 "setup(ext_modules=[CppExtension('x._C', ['csrc/x.cpp'])],\n"
+                 "      cmdclass={'build_ext': BuildExtension.with_options(use_ninja=False)})\n")
+
+
+@pytest.mark.parametrize(("files", "cmake", "itself"), [
+    ({"setup.py": SCATTER_SETUP, "CMakeLists.txt": "project(lib CXX)\n"}, False, True),  # torch-scatter's sdist
+    ({"setup.py": "import subprocess\nsubprocess.check_call(['cmake', '..'])\nExtension('x', [])\n",
+      "CMakeLists.txt": "project(x)\n"}, True, False),  # pybind's cmake_example
+    ({"setup.py": "from skbuild import setup\nsetup(name='x')\n"}, True, False),  # scikit-build (classic)
+    ({"pyproject.toml": "[build-system]\nbuild-backend = 'py_build_cmake.build'\n",
+      "CMakeLists.txt": "project(x)\n"}, True, False),  # no setup.py: the CMakeLists.txt at the top
+])
+def test_what_setup_py_does_decides_whether_the_build_runs_cmake(tmp_path, files, cmake, itself):
+    """Issue 59: a CMakeLists.txt beside a setup.py that never runs it does not make a CMake project (no
+    generator, depfiles instead)."""
+    from torchbuild.builder.drivers.pep517 import calls_cmake, compiles_extensions
+
+    write(tmp_path, files)
+    assert (calls_cmake(tmp_path), compiles_extensions(tmp_path)) == (cmake, itself)
+
+
+def test_cuda_is_decided_by_the_projects_own_build_files_not_its_submodules(tmp_path):
+    """Issue 58 item 8 (correctionlib): pybind11, a submodule, names CUDA in its tests' CMakeLists.txt and its
+    tools; the project's own files, CUDA in a comment included, do not use it."""
+    from torchbuild.builder.facts import uses_cuda
+
+    write(tmp_path, {"CMakeLists.txt": "project(correctionlib CXX)\n# no CUDA here\nadd_subdirectory(pybind11)\n",
+                     "pyproject.toml": "[build-system]\nbuild-backend = 'scikit_build_core.build'\n",
+                     ".gitmodules": '[submodule "pybind11"]\n\tpath = pybind11\n\turl = ../pybind11.git\n',
+                     "pybind11/tests/CMakeLists.txt": "enable_language(CUDA)\n",
+                     "pybind11/tools/pybind11Common.cmake": "if(CMAKE_CUDA_COMPILER)\n  set(x CUDA)\nendif()\n"})
+    assert not uses_cuda(tmp_path)
+    write(tmp_path, {"src/kernel.cu": "__global__ void k() {}\n"})
+    assert uses_cuda(tmp_path)
+
+
+def test_an_extension_whose_env_has_no_torch_is_refused_naming_the_ways_out(tmp_path):
+    """Issue 58 item 10 (torch-scatter): its setup.py imports torch and declares no build requirement on it; an env
+    without torch is refused before pip runs, naming --torch, an env that has one, and the install."""
+    from torchbuild import config
+    from torchbuild.builder.facts import check_torch_at_hand
+    from torchbuild.envs import EnvChoice
+    from torchbuild.errors import TorchbuildError
+
+    checkout = write(tmp_path / "torch_scatter", {"setup.py": SCATTER_SETUP})
+    cfg = config.load(tmp_path, {"HOME": str(tmp_path)}, {})
+    bare = tmp_path / ".envs" / "py3.11"
+    (bare / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+    (tmp_path / ".envs" / "with-torch" / "lib" / "python3.11" / "site-packages" / "torch" / "lib").mkdir(parents=True)
+    choice = EnvChoice(bare, bare / "bin" / "python", "3.11", "the default Python")
+    with pytest.raises(TorchbuildError) as refused:
+        check_torch_at_hand(cfg, checkout, choice, detect(checkout))
+    assert "torch_scatter's setup.py builds against torch" in refused.value.message
+    assert "--torch ../pytorch" in refused.value.hint and "--env with-torch" in refused.value.hint
+    assert f"{bare / 'bin' / 'python'} -m pip install torch" in refused.value.hint
+    (bare / "lib" / "python3.11" / "site-packages" / "torch" / "lib").mkdir(parents=True)
+    check_torch_at_hand(cfg, checkout, choice, detect(checkout))  # a torch at hand: nothing to say

@@ -260,7 +260,7 @@ class Run:
             _console.get().info(back)
         _fail(plan, self.tracker, found, code, probed, time.monotonic() - self.start, self.remedies,
               with_jobs(list(self.commands[0].argv), plan.changes) if self.quick else None,
-              self.importable, self.opts.again())
+              self.importable, self.opts.again(), back is None or back.whole)
 
     def installed_again(self, logged: Mapping[Path, tuple[int, int]], command_start: float, log: IO[str]) -> None:
         """CMake's install into the env, after its build: what it called up to date though the build remade it."""
@@ -401,9 +401,11 @@ def _apply_remedies(found: list[Diagnosis], remedies: Mapping[str, str], trees: 
 
 def _fail(plan: Plan, tracker: Tracker, found: list[Diagnosis], code: int,
           probed: Future[dict[str, object]], seconds: float, remedies: Mapping[str, str],
-          command: list[str] | None = None, importable: str | None = None, again: str = "inv build") -> None:
+          command: list[str] | None = None, importable: str | None = None, again: str = "inv build",
+          whole: bool = True) -> None:
     """Show the first error and what torchbuild knows of it; raise with the next command to run, saying
-    which configuration the checkout holds now (`importable`: the one before this build, back in place)."""
+    which configuration the checkout holds now (`importable`: the one before this build, back in place, its
+    files too unless not `whole`)."""
     con = _console.get()
     con.error(f"the build of {plan.key} failed; the first error:")
     first = tracker.error_report()
@@ -413,8 +415,10 @@ def _fail(plan: Plan, tracker: Tracker, found: list[Diagnosis], code: int,
         con.info(f"known failure {d.id}: {d.explain}; fix: {d.fix}")
     written = record.write(probed, plan, seconds, "failed", code, remedies, command=command)
     fix = found[0].fix if found else f"fix the error above, then run `{again}` again (it resumes)"
-    now = f"; {importable} is back in the checkout and importable as before (its tree and files), " \
-        f"{plan.key}'s tree is kept for the next try" if importable else ""
+    now = "" if not importable else f"; {importable} is back in the checkout and importable as before (its tree " \
+        f"and files), {plan.key}'s tree is kept for the next try" if whole else f"; {importable}'s tree is back, " \
+        f"but not all its files (said above): an import may load another build's until {importable} is built " \
+        f"again; {plan.key}'s tree is kept for the next try"
     raise BuildFailed(f"the build of {plan.key} failed (exit {code}){now}; full log: {plan.log}",
                       f"{fix}; what produced it, for a bug report: {written} (`inv build --record`)",
                       tuple(first), tuple(d.id for d in found))

@@ -85,6 +85,8 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
     if not looking and (checkout / ".git").exists():
         patches.auto_apply(cfg, checkout)
     choice = envs.ensure(cfg, choice, checkout, toolkit.version if toolkit else None, env, looking)
+    if not looking and request.torch is None:
+        check_torch_at_hand(cfg, checkout, choice, driver)
     host_cxx, gpus = cuda_facts(toolkit, ccs, env, notes)
     fifo = jobserver.fifo_of(env.get("MAKEFLAGS"))
     joins = fifo is not None and jobserver.joins_by_itself(ninja_version(choice.prefix, env))
@@ -160,6 +162,23 @@ def torch_folder(checkout: Path, prefix: Path, torch: TorchConfiguration | None,
     the env's own; None for a project that does not build against torch (PyTorch itself included)."""
     package = None if driver.pytorch() else against.extends(checkout)
     return against.folder(package, prefix, torch.checkout if torch else None) if package else None
+
+
+def check_torch_at_hand(cfg: Config, checkout: Path, choice: EnvChoice, driver: Driver) -> None:
+    """An extension whose setup.py imports torch needs one in its env before pip asks it for metadata: most
+    (torch-scatter) declare no build requirement on it, so pip's raw ModuleNotFoundError would be all it says.
+    The way out is named: a PyTorch checkout's configuration (--torch), an env that has one, or an install."""
+    package = None if driver.pytorch() else against.extends(checkout)
+    if package is None or against.folder(package, choice.prefix, None) is not None:
+        return
+    have = sorted(p.parents[3].name for p in (cfg.root / cfg.paths.envs).glob(f"*/lib/python*/site-packages/{package}")
+                  if (p / "lib").is_dir())
+    raise TorchbuildError(
+        f"{checkout.name}'s setup.py builds against {package} (its utils.cpp_extension), and the env {choice.prefix} "
+        f"has none: pip would stop at `No module named '{package}'`",
+        "build against the torch of a PyTorch checkout torchbuild builds (--torch ../pytorch)"
+        + (f", use an env that has one (--env {have[0]})" if have else "")
+        + f", or install one into this env first ({choice.python} -m pip install {package})")
 
 
 SOURCE_COMMIT = "TORCHBUILD_SOURCE_COMMIT"  # a matrix slot's source checkout's HEAD (the slot has no git)

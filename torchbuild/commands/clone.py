@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .. import console as _console
 from .. import git, patches
-from ..config import Config
+from ..config import Config, OriginKind
 from ..errors import TorchbuildError, UnsafeToProceed
 from ..locks import locked
 from . import rel
@@ -17,10 +17,11 @@ def clone(cfg: Config, dry_run: bool = False, force_skip: bool = False) -> int:
     """Clone (or finish cloning) the source with all nested submodules."""
     gitrun, cache = git.tools(cfg, dry_run)
     dest = cfg.source_path
+    url = source_url(cfg, gitrun, dest)
     ref = f" at {cfg.source.ref}" if cfg.source.ref else ""
-    with _console.get().timed(f"clone {cfg.source.url}{ref} into {rel(cfg, dest)}"), \
+    with _console.get().timed(f"clone {url}{ref} into {rel(cfg, dest)}"), \
             locked(checkout_lock(cfg, dest), f"cloning into {dest}", f"another torchbuild is cloning into {dest}"):
-        report = git.clone_source(gitrun, cache, cfg.source.url, dest, cfg.source.ref, superproject=cfg.root)
+        report = git.clone_source(gitrun, cache, url, dest, cfg.source.ref, superproject=cfg.root)
         finish(report, force_skip, "clone", dry_run)
         ahead = git.buildclones.fetch_ahead(gitrun, cache, dest) if not dry_run else []
         if ahead:
@@ -28,6 +29,15 @@ def clone(cfg: Config, dry_run: bool = False, force_skip: bool = False) -> int:
     if not dry_run:
         patches.auto_apply(cfg, dest)
     return 0
+
+
+def source_url(cfg: Config, gitrun: git.Git, dest: Path) -> str:
+    """source.url; left at its default (PyTorch's) over an existing checkout, that checkout's own origin: `clone`
+    finishes the project that is there (correctionlib's), never asks for PyTorch into it."""
+    origin = cfg.origins.get("source.url")
+    if origin is not None and origin.kind != OriginKind.DEFAULT or not (dest / ".git").exists():
+        return cfg.source.url
+    return git.origin_url(gitrun, dest) or cfg.source.url
 
 
 def sync(cfg: Config, dry_run: bool = False, force_skip: bool = False) -> int:

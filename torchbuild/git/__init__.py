@@ -12,12 +12,12 @@ from __future__ import annotations
 from ..config import Config, default_jobs
 from . import buildclones
 from .clone import clone_source
-from .core import PATCH_BASE_REF, Git, GitOptions, changed_files, head
+from .core import PATCH_BASE_REF, Git, GitOptions, changed_files, head, origin_url
 from .mirror import MirrorCache
 from .submodules import Report, update_tree
 
 __all__ = ["PATCH_BASE_REF", "Git", "GitOptions", "MirrorCache", "Report", "buildclones", "changed_files",
-           "clone_source", "head", "tools", "update_tree"]
+           "clone_source", "head", "origin_url", "tools", "update_tree"]
 
 
 def tools(cfg: Config, dry_run: bool = False) -> tuple[Git, MirrorCache | None]:

@@ -22,11 +22,23 @@ from . import cmaketrees, moves
 from .records import FOREIGN, KEY_RE, Record, configured_trees, env_prefix, env_recorded, read_marker, recorded_outputs
 
 
+class Switched(str):
+    """What a switch of trees did, for the terminal; `whole`: the tree's files are all back in the checkout and
+    env (False: some were not put back, and the configuration is not importable as it was)."""
+
+    whole: bool
+
+    def __new__(cls, text: str, whole: bool = True) -> Switched:
+        said = super().__new__(cls, text)
+        said.whole = whole
+        return said
+
+
 def trees_dir(checkout: Path) -> Path:
     return checkout / STATE / "trees"
 
 
-def activate_tree(checkout: Path, key: str, env: Path | None = None) -> str | None:
+def activate_tree(checkout: Path, key: str, env: Path | None = None) -> Switched | None:
     """Put `key`'s tree at build/ (keeping the current one, with its files from the checkout, in
     .torchbuild/trees/); return what happened, or None. The current one's files in an env go with it only
     when `key` installs into that same env (its kept record's env, else `env`): configurations of different
@@ -52,7 +64,8 @@ def activate_tree(checkout: Path, key: str, env: Path | None = None) -> str | No
             journal.move(tree, held / tree.relative_to(build))
         message = [keep_current(checkout, current, coming, journal)] \
             if (build.exists() or build.is_symlink()) and not (empty and not kept) else []
-        message.append(bring_back(checkout, key, journal) if read_marker(stash / key) else f"new tree for {key}")
+        back = bring_back(checkout, key, journal) if read_marker(stash / key) else Switched(f"new tree for {key}")
+        message.append(back)
         for tree in users:
             journal.move(held / tree.relative_to(build), tree)
         if users:
@@ -62,7 +75,7 @@ def activate_tree(checkout: Path, key: str, env: Path | None = None) -> str | No
     except BaseException:
         journal.undo()
         raise
-    return "; ".join(message)
+    return Switched("; ".join(message), back.whole)
 
 
 def keep_current(checkout: Path, current: Record | None, coming: Path | None,
@@ -92,7 +105,7 @@ def keep_current(checkout: Path, current: Record | None, coming: Path | None,
         + (f" and its {from_env} file(s) from the env" if from_env else "")
 
 
-def bring_back(checkout: Path, key: str, journal: moves.Moves) -> str:
+def bring_back(checkout: Path, key: str, journal: moves.Moves) -> Switched:
     """Move `key`'s kept tree to build/ and its files back into the checkout and its env, all or none of each.
     What happened, for the terminal."""
     build = checkout / "build"
@@ -100,9 +113,10 @@ def bring_back(checkout: Path, key: str, journal: moves.Moves) -> str:
     moved, why = moves.restore(checkout, build, journal)
     prefix = env_prefix(read_marker(build))
     to_env, env_why = moves.restore_env(build, prefix, checkout, journal) if prefix else (0, None)
-    return f"restored the {key} tree" + (f" and its {moved} file(s) in the checkout" if moved else "") \
-        + (f" and its {to_env} in the env" if to_env else "") \
-        + "".join(f" (its files were not put back: {w}; the build goes the whole way)" for w in (why, env_why) if w)
+    return Switched(f"restored the {key} tree" + (f" and its {moved} file(s) in the checkout" if moved else "")
+                    + (f" and its {to_env} in the env" if to_env else "")
+                    + "".join(f" (its files were not put back: {w}; the build goes the whole way)"
+                              for w in (why, env_why) if w), not (why or env_why))
 
 
 def refuse_links(places: Sequence[Path]) -> None:
