@@ -47,6 +47,7 @@ FIGURES = {"overhead": builds.overhead, "noop": builds.noop, "clone": clone.clon
            "shapes": shapes.shapes, "core_hits": explain.core_hits, "memory_pool": pools.memory_pool,
            "first_build": realworld.first_build, "drivers": main_era.driver_shapes,
            "bisect": bisect.bisect, "extension": extensions.extension,
+           "extension_no_ninja": lambda bench: extensions.extension(bench, use_ninja=False),
            "extension_real": extensions.extension_real}
 
 
@@ -56,12 +57,12 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=None,
                         help="clone overhead noop switch matrix matrix_vs_build distcc envs memory realworld nightly "
                              "loop main_era drivers explain shapes core_hits memory_pool bisect extension "
-                             "extension_real first_build "
+                             "extension_no_ninja extension_real first_build "
                              "(heavy: not in the default list)")
     args = parser.parse_args()
     names = args.only or ["overhead", "noop", "clone", "switch", "matrix", "distcc", "envs", "memory", "realworld",
                           "nightly", "loop", "main_era", "drivers", "explain", "shapes", "core_hits", "memory_pool",
-                          "bisect", "extension"]
+                          "bisect", "extension", "extension_no_ninja"]
     with tempfile.TemporaryDirectory(prefix="tb-bench-") as tmp:
         bench = Bench(args.quick, Path(tmp))
         for name in names:

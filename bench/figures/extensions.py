@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -11,15 +12,21 @@ from bench.measure import INV, Bench, timed
 from torchbuild.demo import make_extension, make_upstream
 
 
-def extension(self: Bench) -> None:
+def extension(self: Bench, use_ninja: bool = True) -> None:
     """The demo's companion extension_cpp (cpp_extension's BuildExtension) against the demo torch's CPU
     configuration: torchbuild (`build --torch`) in one torch checkout's env, the plain recipe (`pip install -e .
     --no-build-isolation`, as extension-cpp's README says) in another's, alternating: (a) a no-op, (b) one .cpp of
     the extension edited, each until importable; and (c) whether the extension's build is a no-op after a torch
-    rebuild that changed no header and no exported symbol (a unit's body)."""
+    rebuild that changed no header and no exported symbol (a unit's body). Without ninja (`use_ninja=False`,
+    torch-scatter's shape, with a CMakeLists.txt its setup.py never runs): no ccache on PATH, so torchbuild's
+    builds run behind the one it provisions, as a new user's would (issue 59)."""
     up = make_upstream(self.work / "ext-up", units=4, heavy=True)  # torch/extension.h at full weight
     make_extension(up)
-    env = {**self.env, "TORCHBUILD_PATHS_CACHE_DIR": str(self.work / "ext-cache"), "TORCHBUILD_BUILD_MKL": "0"}
+    suffix = "" if use_ninja else " (use_ninja=False)"
+    env = {**self.env, "TORCHBUILD_PATHS_CACHE_DIR": str(self.work / f"ext-cache{suffix}"),
+           "TORCHBUILD_BUILD_MKL": "0"}
+    if not use_ninja:
+        env["PATH"] = os.pathsep.join(d for d in env["PATH"].split(os.pathsep) if not (Path(d) / "ccache").exists())
     minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
     envs = {"ours": env, "plain": {**env, "TORCHBUILD_PATHS_ENVS": str(self.work / "envs-plain")}}  # one torch each
     tree = {}
@@ -27,6 +34,8 @@ def extension(self: Bench) -> None:
         co, ext = self.work / f"ext-torch-{way}", self.work / f"ext-{way}"
         timed(INV + ["clone", "--url", up.url("pytorch"), "--path", str(co)], env)
         timed(["git", "clone", "-q", up.url("extension_cpp"), str(ext)], env)
+        if not use_ninja:
+            without_ninja(ext, env)
         timed(INV + ["build", "--path", str(co), "--cuda", "none"], envs[way])
         tree[way] = (co, ext)
     python = {way: Path(envs[way]["TORCHBUILD_PATHS_ENVS"]) / f"py{minor}" / "bin" / "python" for way in envs}
@@ -57,10 +66,14 @@ def extension(self: Bench) -> None:
         edit("ours", i)
         edit("plain", i)
         pairs["cpp"].append((run("ours"), run("plain")))
-    self.record_pairs("extension no-op", pairs["noop"], "<= 0.1x", "build --torch, up to date",
+    self.record_pairs(f"extension no-op{suffix}", pairs["noop"], "<= 0.1x", "build --torch, up to date",
                       "pip install -e . --no-build-isolation")
-    self.record_pairs("extension one .cpp edited", pairs["cpp"], "<= 0.5x", "build --torch: one compile, link",
+    self.record_pairs(f"extension one .cpp edited{suffix}", pairs["cpp"], "<= 0.5x",
+                      "build --torch: one compile, link" if use_ninja else
+                      "build --torch: each unit through ccache (provisioned), one misses; link",
                       "pip install -e . --no-build-isolation")
+    if not use_ninja:
+        return
     unit = tree["ours"][0] / "c10" / "core" / "unit_01.cpp"
     unit.write_text(unit.read_text().replace("return ", "return 0 + ", 1))
     timed(INV + ["build", "--path", str(tree["ours"][0]), "--cuda", "none"], env)
@@ -70,6 +83,17 @@ def extension(self: Bench) -> None:
         "said": next((line for line in done.stderr.splitlines() if "up to date" in line or "built in" in line), "")}
     print(f"{'extension after torch rebuild':28s} {done.stderr.count('up to date') > 0}", flush=True)
 
+
+
+def without_ninja(ext: Path, env: dict[str, str]) -> None:
+    """torch-scatter's shape: `BuildExtension.with_options(use_ninja=False)`, and a CMakeLists.txt beside its
+    setup.py that the setup.py never runs."""
+    setup = ext / "setup.py"
+    setup.write_text(setup.read_text().replace('{"build_ext": BuildExtension}',
+                                               '{"build_ext": BuildExtension.with_options(use_ninja=False)}'))
+    (ext / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.18)\nproject(lib CXX)\n"
+                                        "add_library(ops SHARED extension_cpp/csrc/ops.cpp)\n")
+    timed(["git", "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qam", "use_ninja=False"], env, cwd=ext)
 
 
 REAL_TORCH = "torch==2.13.0+cpu"  # the index's CPU wheel (its Linux default is the CUDA build, ~5 GB)

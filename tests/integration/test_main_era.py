@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -150,3 +151,24 @@ def test_an_era_the_demo_does_not_have_is_one_clear_error(tmp_path):
     done = inv("demo", "--era", "2.99", "--path", str(tmp_path / "demo"))
     assert done.returncode == 1 and "--era 2.99 is not one the demo has" in done.stderr and "main, 2.13" in done.stderr
     assert "Traceback" not in done.output and not (tmp_path / "demo").exists()
+
+
+def test_a_failed_build_says_what_imports_after_it(main_demo, tmp_path):
+    """Issue 58 item 2: in the scikit-build-core era, a failed build of a new configuration puts the previous
+    one back, and what it says of it is true. Here the failing build's compiler writes a file where one of the
+    release configuration's installed files goes back (as a partial install would): that file stays, and the
+    failure says the release tree is back but not all its files, instead of "importable as before"."""
+    co = main_demo
+    build(co, "--cuda", "none")
+    site = next(env_python().parent.parent.glob("lib/python*/site-packages"))
+    planted = site / "minitorch" / "lib" / "libc10.so"
+    assert planted.is_file()
+    wrapper = tmp_path / "c++"
+    wrapper.write_text(f"#!/bin/sh\nmkdir -p {planted.parent}\necho planted > {planted}\nexit 1\n")
+    wrapper.chmod(0o755)
+    failed = build(co, "--cuda", "none", "--debug", "--set", f"CXX={wrapper}", check=False)
+    assert failed.returncode != 0 and "Traceback" not in failed.output
+    assert "were not put back" in failed.stderr and "importable as before" not in failed.stderr, failed.stderr
+    release = f"py{sys.version_info[0]}.{sys.version_info[1]}-cpu-release"
+    assert f"{release}'s tree is back, but not all its files" in failed.stderr, failed.stderr
+    assert planted.read_text() == "planted\n"  # not ours: left where it is
