@@ -176,3 +176,26 @@ def test_a_python_the_checkout_refuses_is_named_before_any_env_is_made(small_dem
     assert done.returncode != 0 and "Traceback" not in done.output
     assert "needs Python >= 3.10, not 2.7" in done.stderr and "venv" not in done.stderr  # requires-python
     assert not (tmp_path / "envs").exists() or list((tmp_path / "envs").iterdir()) == []
+
+
+def test_a_pip_constraint_excluding_the_checkouts_version_is_named_before_any_env_is_made(small_demo, tmp_path,
+                                                                                          monkeypatch):
+    """Issue 58 item 13: a machine-wide pip constraint (`torch<=2.14.1` here, against a checkout of 2.15.0a0; the
+    demo's package is minitorch) is said before the env is made, naming the line, its file and where pip took it
+    from, with the way to lift it; lifted, the build goes on."""
+    import os
+
+    monkeypatch.setenv("TORCHBUILD_PATHS_ENVS", str(tmp_path / "envs"))
+    caps = tmp_path / "constraints.txt"
+    caps.write_text("numpy<3\nminitorch<=2.0.1  # the machine's cap\n")
+    conf = tmp_path / "xdg" / "pip" / "pip.conf"
+    conf.parent.mkdir(parents=True)
+    conf.write_text(f"[global]\nconstraint = {caps}\n")
+    monkeypatch.setenv("XDG_CONFIG_DIRS", str(tmp_path / "xdg"))
+    done = build(small_demo, "--cuda", "none", check=False)
+    assert done.returncode != 0 and "Traceback" not in done.output
+    assert "pip's constraint 'minitorch<=2.0.1' (" in done.stderr and str(conf) in done.stderr
+    assert f"PIP_CONSTRAINT: {os.devnull}" in done.stderr and "nothing was made" in done.stderr
+    assert not (tmp_path / "envs").exists() or list((tmp_path / "envs").iterdir()) == []
+    lifted = build(small_demo, "--cuda", "none", "--dry-run", "--set", f"PIP_CONSTRAINT={os.devnull}")
+    assert "pip's constraint" not in lifted.output

@@ -84,6 +84,8 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
     notes = release_notes(checkout, choice.version, toolkit, ccs, request.force, driver.pytorch())
     if not looking and (checkout / ".git").exists():
         patches.auto_apply(cfg, checkout)
+    if driver.pytorch():
+        check_pip_constraints(cfg, checkout, choice, {**env, **cfg.build.env, **dict(request.sets)})
     choice = envs.ensure(cfg, choice, checkout, toolkit.version if toolkit else None, env, looking)
     if not looking and request.torch is None:
         check_torch_at_hand(cfg, checkout, choice, driver)
@@ -162,6 +164,27 @@ def torch_folder(checkout: Path, prefix: Path, torch: TorchConfiguration | None,
     the env's own; None for a project that does not build against torch (PyTorch itself included)."""
     package = None if driver.pytorch() else against.extends(checkout)
     return against.folder(package, prefix, torch.checkout if torch else None) if package else None
+
+
+def check_pip_constraints(cfg: Config, checkout: Path, choice: EnvChoice, env: Mapping[str, str]) -> None:
+    """A PyTorch checkout whose version the constraints pip applies exclude (a machine's `torch<=2.14.1`
+    against 2.15.0a0) is refused before its env is made: pip would refuse its install only after."""
+    from ..envs import pipconfig
+    from ..nightly import package_name
+
+    version = compat.checkout_version(checkout)
+    pins = choice.prefix / against.CONSTRAINTS
+    if not version or pins.is_file() and not env.get("PIP_CONSTRAINT"):  # torchbuild's own pins replace them
+        return
+    name = package_name(cfg, checkout)
+    found = pipconfig.cap(name, version, env, choice.prefix)
+    if found:
+        line, path, where = found
+        raise TorchbuildError(
+            f"pip's constraint {line!r} ({path}, from {where}) excludes {name} {version}, this checkout's version: "
+            "pip would refuse its install once the env is made; nothing was made",
+            f"lift it for torchbuild's builds (build.env: {{PIP_CONSTRAINT: {os.devnull}}} in torchbuild.yaml, or a "
+            f"copy of {path} without that line), or remove the line from {path}")
 
 
 def check_torch_at_hand(cfg: Config, checkout: Path, choice: EnvChoice, driver: Driver) -> None:
