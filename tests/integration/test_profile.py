@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ def test_a_build_shows_keeps_and_draws_where_its_time_went(small_demo, monkeypat
     done = build(small_demo, "--cuda", "none", "--clean")
     assert "where the time went: prepare" in done.output and "configure" in done.output
     assert "slowest units: " in done.output and "slowest links: " in done.output
+    assert re.search(r"why the compiler cache missed: \d+ compile\(s\) with no compiler cache: cache.tool is none",
+                     done.output), done.output
     logs = Path(__import__("os").environ["TORCHBUILD_PATHS_LOGS"])
     (trace_file,) = logs.rglob("*.trace.json")
     events = json.loads(trace_file.read_text())["traceEvents"]
