@@ -119,6 +119,8 @@ def test_release_debug_release_imports_the_release_library(small_demo, tmp_path)
 
     dist = tmp_path / "dist"
     build(demo, "--cuda", "none", "--wheel", "--dist", str(dist))
+    after = build(demo, "--cuda", "none")  # the wheel changed nothing the develop build made (issue 58 item 14)
+    assert "up to date" in after.stderr and in_checkout(demo)["debug"] == "False", after.stderr
     (wheel,) = dist.glob("*.whl")
     import hashlib
 

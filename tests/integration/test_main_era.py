@@ -88,6 +88,8 @@ def test_main_builds_no_ops_loops_switches_and_makes_a_wheel_through_scikit_buil
     fresh = subprocess.run([str(venv / "bin/python"), "-c", "import minitorch; print(minitorch.checksum())"],
                            cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()
     assert fresh == edited["checksum"]
+    after = build(co, "--cuda", "none")  # the wheel changed nothing the develop build made (issue 58 item 14)
+    assert UP_TO_DATE in after.stderr and imported(co)["checksum"] == edited["checksum"], after.stderr
 
     # the split build: this era's wheels are all named by [project], so it is refused up front, saying why
     split = build(co, "--part", "core", check=False)

@@ -33,7 +33,7 @@ from .ownership import channels, cmaketrees, moves
 from .ownership.changes import edited_meanwhile, recompile_all, source_folders
 from .ownership.records import Record, kept_wheel, read_marker, stat_of, wheel_id, write_marker
 from .ownership.trees import activate_tree, build_lock, remove_tree
-from .ownership.uptodate import env_files, stamp_parts
+from .ownership.uptodate import env_files, nothing_to_do, stamp_parts
 from .plan import Plan, package_name
 from .request import BuildRequest
 from .shortcut import version_of, with_jobs
@@ -341,11 +341,24 @@ class Run:
         raced = edited_meanwhile(checkout, state.worktree, owned, trees)
         done = None if raced or (plan.wheel and not made) else digest(self.parts)
         seen = evidence.collect(checkout, inplace.ninja_trees(checkout, trees), self.verdict.evidence, owned)
+        develop = self.carried() if done else None
         write_marker(self.build, Record(
-            plan.key, plan.configure, done, self.remedies, wheel_id(made) if made else None, owned, state.worktree,
-            env_files(plan) if plan.outputs_in_env else None, str(plan.env.prefix), tuple(configured), self.parts,
-            source_folders(checkout, trees), seen))
+            plan.key, plan.configure, done, self.remedies, wheel_id(made) if made else None, owned,
+            develop.worktree if develop else state.worktree,
+            develop.env_files if develop else env_files(plan) if plan.outputs_in_env else None,
+            develop.env_prefix if develop else str(plan.env.prefix), tuple(configured), self.parts,
+            source_folders(checkout, trees), seen, (develop.develop or develop.done) if develop else None))
         return trees
+
+    def carried(self) -> Record | None:
+        """A wheel made from a tree with nothing to rebuild (a develop build's, complete) changed nothing the
+        develop build made: the record of that build (its stamp, working tree and install in the env), which the
+        wheel's record keeps, so the next develop build with nothing changed is up to date instead of a pip run.
+        A wheel that compiled anything keeps none."""
+        before, work = self.verdict.marker, self.verdict.work
+        if not (self.plan.wheel and before and before.done and work is not None and nothing_to_do(list(work.lines))):
+            return None
+        return before if before.develop or not before.wheel else None
 
     def profile(self, steps: list[profile.Step], command_start: float, command_end: float, peak: usage.Peak,
                 probed: Future[dict[str, object]]) -> None:

@@ -224,7 +224,8 @@ def decide_inputs(plan: Plan, state: State, request: BuildRequest, base_env: Map
     added = sources_added(checkout, marker.folders)
     committed, crossing, record = shortcut.crossing(plan, marker, state.parts, state.files) if request.shortcut \
         else ([], "", None)
-    same = (marker.done == state.stamp or crossing is None) and placed and serves and added is None
+    develop = not plan.wheel and marker.develop == state.stamp  # a wheel made since in the tree: its develop build's
+    same = (marker.done == state.stamp or develop or crossing is None) and placed and serves and added is None
     if not same:  # ninja is asked all the same: its steps are what the driver's build compiles
         return Verdict(Way.WHOLE_WAY, added or crossing or why_whole_way(marker, state.parts, placed, serves),
                        commands=whole, work=tree_work(plan, state, base_env), marker=marker)

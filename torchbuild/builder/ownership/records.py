@@ -91,6 +91,7 @@ class Record:
     inputs: Mapping[str, object] | None = None  # what its stamp was made of (the terminal says which changed)
     folders: Mapping[str, str] = field(default_factory=dict)  # the source names in each folder it compiles from
     evidence: Evidence = field(default_factory=Evidence)  # what its build read that git cannot vouch for
+    develop: str | None = None  # a wheel's record: the stamp of the complete develop build it was made after
 
     def as_json(self) -> dict[str, object]:
         return {"key": self.key, "configure": kept_values(self.configure), "done": self.done,
@@ -99,7 +100,7 @@ class Record:
                 "env_files": dict(self.env_files) if self.env_files is not None else None,
                 "env_prefix": self.env_prefix if self.env_files is not None else None, "trees": list(self.trees),
                 "inputs": dict(self.inputs) if self.inputs is not None and self.done else None,
-                "folders": dict(self.folders), "evidence": self.evidence.as_record()}
+                "folders": dict(self.folders), "evidence": self.evidence.as_record(), "develop": self.develop}
 
 
 _READ: dict[tuple[str, int, int, int], Record | None] = {}  # a marker read once a process, by its file's stat
@@ -138,7 +139,7 @@ def valid_marker(data: object) -> Record | None:
         if not (isinstance(env, dict) and any(isinstance(k, str) and os.path.isabs(k) for k in env)):
             return None
         env, prefix = None, None  # an older torchbuild's record
-    done, worktree, inputs = data.get("done"), data.get("worktree"), data.get("inputs")
+    done, worktree, inputs, develop = data.get("done"), data.get("worktree"), data.get("inputs"), data.get("develop")
     return Record(key, {str(k): str(v) for k, v in (data.get("configure") or {}).items()},
                   done if isinstance(done, str) else None,
                   {str(k): str(v) for k, v in (data.get("remedies") or {}).items()},
@@ -146,7 +147,8 @@ def valid_marker(data: object) -> Record | None:
                   dict(data.get("outputs") or {}), worktree if isinstance(worktree, dict) else None,
                   env, prefix if env is not None else None, tuple(trees),
                   inputs if isinstance(inputs, dict) else None,
-                  {str(k): str(v) for k, v in (data.get("folders") or {}).items()}, from_record(data.get("evidence")))
+                  {str(k): str(v) for k, v in (data.get("folders") or {}).items()}, from_record(data.get("evidence")),
+                  develop if isinstance(develop, str) else None)
 
 
 def write_marker(build: Path, record: Record) -> None:
