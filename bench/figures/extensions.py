@@ -23,7 +23,7 @@ def extension(self: Bench, use_ninja: bool = True) -> None:
     up = make_upstream(self.work / "ext-up", units=4, heavy=True)  # torch/extension.h at full weight
     make_extension(up)
     suffix = "" if use_ninja else " (use_ninja=False)"
-    env = {**self.env, "TORCHBUILD_PATHS_CACHE_DIR": str(self.work / f"ext-cache{suffix}"),
+    env = {**self.env, "TORCHBUILD_PATHS_CACHE_DIR": str(self.work / ("ext-cache" if use_ninja else "ext-cache-2")),
            "TORCHBUILD_BUILD_MKL": "0"}
     if not use_ninja:
         env["PATH"] = os.pathsep.join(d for d in env["PATH"].split(os.pathsep) if not (Path(d) / "ccache").exists())

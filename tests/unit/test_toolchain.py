@@ -191,3 +191,23 @@ def test_compat_table():
     assert compat.problems("2.11.0a0", "3.12", None, "9.1.0")[1] == ["PyTorch 2.11 needs GCC >= 9.3, not 9.1.0"]
     assert compat.problems("2.11.0a0", "3.12", None, "9.3.0")[1] == []
     assert compat.problems("2.1.2", "3.12", None, None)[1] == ["PyTorch 2.1 supports Python 3.8–3.11, not 3.12"]
+
+
+def test_a_ccache_whose_path_has_an_equals_sign_is_refused_before_any_compile(tmp_path):
+    """ccache reads a word with '=' as a KEY=VALUE setting, its own path too: from a cache dir like
+    `cache (use_ninja=False)` every compile fails with "Could not find compiler". Said before the build, with
+    the setting to change (issue 59)."""
+    from torchbuild.errors import TorchbuildError
+    from torchbuild.toolchain import compiler_cache
+
+    root = tmp_path / "cache (a=b)"
+    home = compiler_cache.home(root)
+    home.mkdir(parents=True)
+    (home / "ccache").write_text("#!/bin/sh\n")
+    (home / "ccache").chmod(0o755)
+    with pytest.raises(TorchbuildError) as refused:
+        compiler_cache.find("auto", True, root, tmp_path / "env", {"PATH": ""}, "python", (), provision=False)
+    assert "'='" in refused.value.message and "paths.cache_dir" in refused.value.hint
+    fine = compiler_cache.find("auto", True, tmp_path / "cache", tmp_path / "env", {"PATH": ""}, "python", (),
+                               provision=False)
+    assert fine.path == str(compiler_cache.home(tmp_path / "cache") / "ccache") and "by the first build" in fine.how

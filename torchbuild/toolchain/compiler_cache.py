@@ -61,6 +61,16 @@ def find(tool: str, enabled: bool, cache_root: Path, env_prefix: Path, env: Mapp
          pip_options: Sequence[str], provision: bool) -> CompilerCache:
     """The build's compiler cache: cache.tool's choice on PATH (the build env's bin first), else the
     provisioned ccache (provisioned now unless `provision` is off: a dry run names where it will be)."""
+    found = _find(tool, enabled, cache_root, env_prefix, env, python, pip_options, provision)
+    if found.path and "=" in found.path and Path(found.path).name.startswith("ccache"):
+        where = "paths.cache_dir" if Path(found.path).is_relative_to(cache_root) else "PATH"
+        raise TorchbuildError(f"ccache cannot run from {found.path}: it reads a word with '=' in it as a KEY=VALUE "
+                              "setting, so every compile would fail", f"set {where} to a folder whose path has no '='")
+    return found
+
+
+def _find(tool: str, enabled: bool, cache_root: Path, env_prefix: Path, env: Mapping[str, str], python: str,
+          pip_options: Sequence[str], provision: bool) -> CompilerCache:
     if not enabled or tool == "none":
         return CompilerCache(None, "build.ccache is off" if not enabled else "cache.tool is none")
     search = search_path(env, str(env_prefix / "bin"))
