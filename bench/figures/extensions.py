@@ -20,18 +20,19 @@ def extension(self: Bench, use_ninja: bool = True) -> None:
     rebuild that changed no header and no exported symbol (a unit's body). Without ninja (`use_ninja=False`,
     torch-scatter's shape, with a CMakeLists.txt its setup.py never runs): no ccache on PATH, so torchbuild's
     builds run behind the one it provisions, as a new user's would (issue 59)."""
-    up = make_upstream(self.work / "ext-up", units=4, heavy=True)  # torch/extension.h at full weight
+    tag, suffix = ("ext", "") if use_ninja else ("ext-no-ninja", " (use_ninja=False)")  # one run may take both
+    up = make_upstream(self.work / f"{tag}-up", units=4, heavy=True)  # torch/extension.h at full weight
     make_extension(up)
-    suffix = "" if use_ninja else " (use_ninja=False)"
-    env = {**self.env, "TORCHBUILD_PATHS_CACHE_DIR": str(self.work / ("ext-cache" if use_ninja else "ext-cache-2")),
+    env = {**self.env, "TORCHBUILD_PATHS_CACHE_DIR": str(self.work / f"{tag}-cache"),
+           "TORCHBUILD_PATHS_ENVS": str(self.work / f"{tag}-envs"),
            "TORCHBUILD_BUILD_MKL": "0"}
     if not use_ninja:
         env["PATH"] = os.pathsep.join(d for d in env["PATH"].split(os.pathsep) if not (Path(d) / "ccache").exists())
     minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    envs = {"ours": env, "plain": {**env, "TORCHBUILD_PATHS_ENVS": str(self.work / "envs-plain")}}  # one torch each
+    envs = {"ours": env, "plain": {**env, "TORCHBUILD_PATHS_ENVS": str(self.work / f"{tag}-envs-plain")}}  # a torch
     tree = {}
     for way in ("ours", "plain"):
-        co, ext = self.work / f"ext-torch-{way}", self.work / f"ext-{way}"
+        co, ext = self.work / f"{tag}-torch-{way}", self.work / f"{tag}-{way}"
         timed(INV + ["clone", "--url", up.url("pytorch"), "--path", str(co)], env)
         timed(["git", "clone", "-q", up.url("extension_cpp"), str(ext)], env)
         if not use_ninja:

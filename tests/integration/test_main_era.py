@@ -45,6 +45,10 @@ def test_main_builds_no_ops_loops_switches_and_makes_a_wheel_through_scikit_buil
     assert (co / "build" / "CMakeCache.txt").is_file()  # the kept tree is <checkout>/build
 
     assert UP_TO_DATE in build(co, "--cuda", "none").stderr  # the no-op: no pip, no configure, no zip
+    # Python imported in place: no setup.py here to copy it to tools/shared/, and no pip (issue 58 item 4)
+    edit(co / "minitorch/_utils_internal.py", '"WARNING"', '"INFO"')
+    python_edit = build(co, "--cuda", "none").stderr
+    assert "setup.py copies" not in python_edit and "through pip" not in python_edit, python_edit
 
     # the loop: one .cpp edited, CMake's build and install into the env, no pip; the whole way agrees
     edit(co / "c10/core/unit_01.cpp", "(n / 2)", "(n / 3)")
