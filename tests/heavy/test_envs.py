@@ -69,3 +69,35 @@ def test_switching_checkouts_adds_what_is_missing_and_a_conflict_makes_the_env_a
     listed = subprocess.run([str(python), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True,
                             check=True).stdout
     assert "packaging==19.2" in listed and "setuptools-scm" not in listed.lower().replace("_", "-")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_a_second_env_with_mkl_links_the_first_ones_files(env_project, monkeypatch):
+    """Issue 58 item 12: MKL (mkl-static, mkl-include and what pip resolves for them, ~1.4 GB unpacked) is unpacked
+    once into the cache dir's store and hard-linked into each env: the second env holds no second copy; pip sees
+    it installed in both, and uninstalling it from one leaves the other's files whole."""
+    import os
+    import platform
+
+    if platform.machine() != "x86_64":
+        pytest.skip("MKL's wheels are for x86_64")
+    checkout = env_project / "checkout"
+    (checkout / "torch").mkdir(parents=True)  # a PyTorch checkout's shape: MKL goes into its envs
+    (checkout / "requirements.txt").write_text("ninja\n")
+    monkeypatch.setenv("TORCHBUILD_BUILD_MKL", "1")
+    monkeypatch.setenv("TORCHBUILD_PATHS_CACHE_DIR", str(env_project / "cache"))
+    for name in ("one", "two"):
+        inv("env.create", "--name", name, check=True, timeout=1200)
+    core = [env_project / "envs" / name / "lib" / "libmkl_core.a" for name in ("one", "two")]
+    first, second = (os.stat(p) for p in core)
+    assert first.st_ino == second.st_ino and first.st_nlink >= 3  # the store's file, in both envs
+    assert (env_project / "envs" / "two" / "include" / "mkl.h").stat().st_ino == \
+        (env_project / "envs" / "one" / "include" / "mkl.h").stat().st_ino
+    for name in ("one", "two"):
+        shown = subprocess.run([str(env_project / "envs" / name / "bin" / "python"), "-m", "pip", "show", "mkl-static"],
+                               capture_output=True, text=True)
+        assert shown.returncode == 0 and "Version: " in shown.stdout, shown.stderr
+    subprocess.run([str(env_project / "envs" / "two" / "bin" / "python"), "-m", "pip", "uninstall", "-y", "-q",
+                    "mkl-static"], check=True)
+    assert not core[1].exists() and os.stat(core[0]).st_size == first.st_size

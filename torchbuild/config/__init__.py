@@ -121,8 +121,9 @@ class BuildConfig:
                                           "toolchain's default), bfd, gold, lld or mold",
                         choices=("auto", "bfd", "gold", "lld", "mold"))
     mkl: bool = _spec(True, "bool", "install MKL (pip's mkl-static and mkl-include on Linux x86_64, conda's mkl) into "
-                                    "managed envs for a PyTorch checkout: about 1.3 GB an env; off: PyTorch finds "
-                                    "no MKL and builds with another BLAS")
+                                    "managed envs for a PyTorch checkout: about 1.3 GB, unpacked once into the cache "
+                                    "dir and hard-linked into each venv env; off: PyTorch finds no MKL and builds with "
+                                    "another BLAS")
     torch: str | None = _spec(None, "str?", "an extension or domain library builds against the torch of this PyTorch "
                                             "checkout torchbuild builds (its configuration and env), e.g. ../pytorch")
     shortcut: bool = _spec(True, "bool", "when only files ninja builds from changed since the last build, run "

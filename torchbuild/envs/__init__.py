@@ -26,6 +26,7 @@ from ..locks import locked
 from ..run import run
 from ..toolchain import search_path, system
 from ..toolchain.python import Python, compile_installed
+from . import shared
 from .requirements import (
     KNOWN,
     PINS,
@@ -250,6 +251,8 @@ def _make(backend: str, exe: str, python: Python, prefix: Path, cfg: Config, req
         pip = [str(py), "-m", "pip", "--disable-pip-version-check"]
         if pin:
             run([*pip, *PIP_INSTALL, "--upgrade", pin], env={"PIP_CONFIG_FILE": str(prefix / "pip.conf")})
+        stored, reqs = shared.split(reqs)  # MKL: linked from the cache dir's store, not a copy an env (uv links too)
+        shared.install(py, prefix, stored, cfg.cache_root, {"PIP_CONFIG_FILE": str(prefix / "pip.conf")})
         _install([*pip, *PIP_INSTALL, "--upgrade"], reqs, python.version,
                  {"PIP_CONFIG_FILE": str(prefix / "pip.conf")})
     elif backend == "uv":

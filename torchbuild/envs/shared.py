@@ -1,0 +1,99 @@
+"""The build requirements too big to copy into every env: MKL (`mkl-static`, `mkl-include`, with intel-openmp,
+tbb and the rest pip resolves for them), 350 MB of wheels and about 1.4 GB unpacked. Each wheel is unpacked once
+into a store in the cache dir, laid out as an env is, and its files are hard-linked into every env that needs
+it, as uv links from its cache: a second env costs seconds and no space. pip sees each project installed (its
+dist-info and RECORD, INSTALLER `torchbuild`) and uninstalls it by unlinking; nothing writes through a link.
+Where the env's folder is on another file system than the store, the files are copied instead."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from ..errors import TorchbuildError
+from ..locks import locked
+from ..run import run
+
+SHARED = ("mkl-static", "mkl-include")
+SITE = Path("lib", "python", "site-packages")  # the store's site-packages: three levels deep, as an env's
+COMPLETE = ".complete"
+SAID = re.compile(r"(?:Saved|File was already downloaded) (\S+\.whl)")
+
+
+def split(reqs: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The requirements the store serves, and the rest (pip installs those)."""
+    shared = [r for r in reqs if re.split(r"[<>=!~; \[]", r, maxsplit=1)[0].lower() in SHARED]
+    return shared, [r for r in reqs if r not in shared]
+
+
+def install(python: Path, prefix: Path, reqs: Sequence[str], cache_root: Path, env: Mapping[str, str]) -> int:
+    """Put `reqs` and what they depend on into the env at `prefix` from the store; the number of projects."""
+    if not reqs:
+        return 0
+    store = cache_root / "store"
+    store.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=store, prefix=".wheels-") as tmp:  # pip's own cache keeps them
+        wheels = download(python, reqs, Path(tmp), env)
+        site = next(prefix.glob("lib/python*/site-packages"))
+        for wheel in wheels:
+            link(unpacked(wheel, store), prefix, site)
+    return len(wheels)
+
+
+def download(python: Path, reqs: Sequence[str], dest: Path, env: Mapping[str, str]) -> list[Path]:
+    """The wheels of `reqs` and their dependencies, through the env's pip and its index, into `dest`."""
+    done = run([str(python), "-m", "pip", "download", "--only-binary=:all:", "--disable-pip-version-check",
+                "-d", str(dest), *reqs], env=dict(env), capture=True, echo=False, check=False)
+    wheels = [dest / Path(name).name for name in SAID.findall(done.stdout)]
+    if done.returncode != 0 or not wheels:
+        said = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith("WARNING")]
+        raise TorchbuildError(f"cannot download {' '.join(reqs)}: {said[-1].strip() if said else 'no wheels'}",
+                              "check mirrors.pip_index_url (or pip's own index setting), or set build.mkl: false")
+    return wheels
+
+
+def unpacked(wheel: Path, store: Path) -> Path:
+    """The wheel unpacked into the store (once; never half-made: unpacked aside, then renamed)."""
+    from installer import install as unpack
+    from installer.destinations import SchemeDictionaryDestination
+    from installer.sources import WheelFile
+
+    target = store / wheel.name[: -len(".whl")]
+    if (target / COMPLETE).exists():
+        return target
+    with locked(store / f".{target.name}.lock", f"unpacking {wheel.name}", f"another torchbuild unpacks {wheel.name}"):
+        if (target / COMPLETE).exists():
+            return target
+        partial = store / f".{target.name}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        site = str(partial / SITE)
+        with WheelFile.open(wheel) as source:
+            scheme = {"purelib": site, "platlib": site, "scripts": str(partial / "bin"), "data": str(partial),
+                      "headers": str(partial / "include" / source.distribution)}
+            unpack(source, SchemeDictionaryDestination(scheme, "python", "posix", bytecode_optimization_levels=()),
+                   {"INSTALLER": b"torchbuild\n"})
+        (partial / COMPLETE).touch()
+        shutil.rmtree(target, ignore_errors=True)
+        partial.rename(target)
+    return target
+
+
+def link(tree: Path, prefix: Path, site: Path) -> None:
+    """Every file of a stored project into the env: its site-packages part into `site`, the rest under
+    `prefix`; hard links where the file system allows, else copies."""
+    for src in sorted(tree.rglob("*")):
+        rel = src.relative_to(tree)
+        if src.is_dir() or rel == Path(COMPLETE):
+            continue
+        dest = site / rel.relative_to(SITE) if rel.is_relative_to(SITE) else prefix / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if dest.is_symlink() or dest.exists():
+            dest.unlink()  # the env's own earlier copy of the same file (an env made anew), as pip overwrites
+        try:
+            os.link(src, dest)
+        except OSError:
+            shutil.copy2(src, dest)
