@@ -50,6 +50,15 @@ def real_upstream(project: Project, sdists: Path, upstream: Path, monkeypatch: p
     return make_upstream(project, sdist, upstream)
 
 
+def clone_through_mirror(proj: Path, upstream: Path, url: str, tmp_path: Path, settings: str) -> str:
+    """`inv clone` of the served upstream into tmp_path/co, reached only through the mirror rule, from `proj`,
+    whose torchbuild.yaml says so and adds `settings` (YAML sections); what the clone printed."""
+    with contextlib.contextmanager(serve)(upstream) as base:
+        (proj / "torchbuild.yaml").write_text(f"source:\n  url: {url}\n  path: {tmp_path / 'co'}\n"
+                                              f"mirrors:\n  git:\n    '{PUBLIC}/': '{base}/'\n{settings}")
+        return inv("clone", root=proj, check=True, timeout=300).stderr
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("project", PROJECTS, ids=[p.name for p in PROJECTS])
 def test_clone_patch_build_import_and_call(project: Project, sdists, shared_envs, tmp_path, monkeypatch):
@@ -63,16 +72,12 @@ def test_clone_patch_build_import_and_call(project: Project, sdists, shared_envs
     (patches / "0001-mark.patch").write_text(make_patch(upstream / project.name, tmp_path / "scratch",
                                                        project.patch_file, "patched by torchbuild's series"))
     (patches / "series").write_text("0001-mark.patch\n")
-    with contextlib.contextmanager(serve)(upstream) as base:
-        (proj / "torchbuild.yaml").write_text(
-            f"source:\n  url: {url}\n  path: {tmp_path / 'co'}\n"
-            f"mirrors:\n  git:\n    '{PUBLIC}/': '{base}/'\n"
-            f"paths:\n  envs: {shared_envs}\n  logs: {tmp_path / 'logs'}\n"
-            "build:\n  min_free_gb: 1\n  cuda: none\n"
-            "  env:\n    CFLAGS: -O0\n    CXXFLAGS: -O0\n")  # the same build at less compile time: nothing
-        # here measures the code's speed (sentencepiece's CMake puts -O3 first: the user's flags come last)
-        cloned = inv("clone", root=proj, check=True, timeout=300)
-    assert "applied 0001-mark.patch" in cloned.stderr
+    cloned = clone_through_mirror(proj, upstream, url, tmp_path,
+                                  f"paths:\n  envs: {shared_envs}\n  logs: {tmp_path / 'logs'}\n"
+                                  "build:\n  min_free_gb: 1\n  cuda: none\n"
+                                  "  env:\n    CFLAGS: -O0\n    CXXFLAGS: -O0\n")  # the same build at less
+    # compile time: nothing here measures the code's speed (sentencepiece's CMake puts -O3 first: the user's last)
+    assert "applied 0001-mark.patch" in cloned
     checkout = tmp_path / "co"
     assert "patched by torchbuild's series" in (checkout / project.patch_file).read_text()
     assert any((checkout / project.submodule).iterdir())
@@ -122,13 +127,9 @@ def test_matrix_side_by_side_on_a_real_project(sdists, tmp_path, monkeypatch):
     url = real_upstream(project, sdists, upstream, monkeypatch)
     proj = copy_project(tmp_path / "proj")
     shutil.copy(REPO / "noxfile.py", proj / "noxfile.py")
-    with contextlib.contextmanager(serve)(upstream) as base:
-        (proj / "torchbuild.yaml").write_text(
-            f"source:\n  url: {url}\n  path: {tmp_path / 'co'}\n"
-            f"mirrors:\n  git:\n    '{PUBLIC}/': '{base}/'\n"
-            f"paths:\n  cache_dir: {tmp_path / 'cache'}\n  logs: {tmp_path / 'logs'}\n"
-            'matrix:\n  pythons: ["3.10", "3.12"]\n  cudas: ["none"]\nbuild:\n  min_free_gb: 1\n')
-        inv("clone", root=proj, check=True, timeout=300)
+    clone_through_mirror(proj, upstream, url, tmp_path,
+                         f"paths:\n  cache_dir: {tmp_path / 'cache'}\n  logs: {tmp_path / 'logs'}\n"
+                         'matrix:\n  pythons: ["3.10", "3.12"]\n  cudas: ["none"]\nbuild:\n  min_free_gb: 1\n')
     done = inv("matrix", root=proj, check=True, timeout=900)
     assert "building in the slot" in done.output
     sessions = json.loads((proj / "dist/matrix-summary.json").read_text())["sessions"]
@@ -164,13 +165,9 @@ def test_torch_scatter_rebuilds_one_edited_unit_behind_the_provisioned_cache(sdi
     upstream = tmp_path / "upstream"
     url = real_upstream(SCATTER, sdists, upstream, monkeypatch)
     proj = copy_project(tmp_path / "proj")
-    with contextlib.contextmanager(serve)(upstream) as base:
-        (proj / "torchbuild.yaml").write_text(
-            f"source:\n  url: {url}\n  path: {tmp_path / 'co'}\n"
-            f"mirrors:\n  git:\n    '{PUBLIC}/': '{base}/'\n"
-            f"paths:\n  envs: {tmp_path / 'envs'}\n  logs: {tmp_path / 'logs'}\n"
-            "build:\n  min_free_gb: 1\n")
-        inv("clone", root=proj, check=True, timeout=300)
+    clone_through_mirror(proj, upstream, url, tmp_path,
+                         f"paths:\n  envs: {tmp_path / 'envs'}\n  logs: {tmp_path / 'logs'}\n"
+                         "build:\n  min_free_gb: 1\n")
     inv("env.create", root=proj, check=True, timeout=600)
     python = tmp_path / "envs" / "py3.11" / "bin" / "python"
     got = subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0+cpu"], capture_output=True,
