@@ -44,3 +44,17 @@ def test_pip_installing_the_builds_dependencies_is_not_packaging():
         timeline.feed(line)
     assert [phase for _, phase in timeline.marks] == ["build dependencies", "configure", "compile and link",
                                                       "packaging"]
+
+
+def test_compiling_begins_when_cmake_has_written_the_build_files():
+    """Issue 58 item 5 (correctionlib): ninja prints a step's line when it ends, and a build that reads no ninja
+    log (scikit-build-core's in pip's temporary folder) had its first compile, 37 s, counted into configure.
+    CMake's last configure line ends configure; the ninja lines after it stay in the same phase."""
+    from torchbuild.builder import profile
+
+    timeline = profile.Timeline()
+    for line in ["-- Configuring done (2.1s)", "-- Generating done (0.1s)",
+                 "-- Build files have been written to: /tmp/x/build", "[1/3] Building CXX object a.o",
+                 "[2/3] Building CXX object b.o", "-- Installing: /tmp/x/lib/a.so"]:
+        timeline.feed(line)
+    assert [phase for _, phase in timeline.marks] == ["configure", "compile and link", "install"]

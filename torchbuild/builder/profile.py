@@ -23,7 +23,8 @@ from typing import Iterable, Mapping
 
 MARKS = [  # (first line of a phase, phase); a phase runs until the next one starts
     (re.compile(r"^-- (The (C|CXX) compiler identification|Configuring|Detecting)"), "configure"),
-    (re.compile(r"^\[\s*\d+/\d+\]"), "compile and link"),
+    (re.compile(r"^(\[\s*\d+/\d+\]|-- Build files have been written to)"), "compile and link"),  # ninja prints
+    # a step as it ends: the end of CMake's configure is when compiling begins where no ninja log says so
     (re.compile(r"^-- (Install configuration|Installing|Up-to-date):"), "install"),
     (re.compile(r"^(running build_ext|building '[^']+' extension)"), "build_ext"),
     (re.compile(r"^(creating '[^']+\.whl'|Created wheel|Successfully installed|running bdist_wheel)"), "packaging"),
