@@ -84,3 +84,26 @@ def test_a_setup_py_that_compiles_its_units_itself_is_incremental_whatever_lies_
                                   "extension_cpp.checksum_twice(5), minitorch.checksum(5))"], cwd=tmp_path, text=True,
                                  capture_output=True, check=True).stdout.split()
     assert int(twice) == 2 * int(once)
+
+
+def test_a_static_version_lets_another_commit_build_in_place(tmp_path, monkeypatch):
+    """Issue 58 item 15 (bitarray's bisection): the version is a literal in setup.py, the same at both commits, so
+    pip's install of the other commit would record what it records now: the commit is built in place (its
+    changed source checked as an edit is), not through pip, and imports that commit's code."""
+    from ..onnxlike import make_python_example_project
+
+    for key, value in {"TORCHBUILD_PATHS_ENVS": tmp_path / "envs", "TORCHBUILD_PATHS_LOGS": tmp_path / "logs",
+                       "TORCHBUILD_BUILD_MIN_FREE_GB": "1", "TORCHBUILD_BUILD_CUDA": "none"}.items():
+        monkeypatch.setenv(key, str(value))
+    co = make_python_example_project(tmp_path / "co")
+    python = tmp_path / "envs/py{}.{}/bin/python".format(*sys.version_info[:2])
+    (co / "src/value.h").write_text("#define VALUE 5\n")
+    git(co, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "five")
+    for _ in range(2):  # pip, then the kept tree in place
+        inv("build", "--path", str(co), check=True, timeout=300)
+    git(co, "checkout", "-q", "HEAD~1")
+    back = inv("build", "--path", str(co), check=True, timeout=300).stderr
+    assert "a build of another commit" in back and "verdict: in place" in back and "through pip" not in back, back
+    said = subprocess.run([str(python), "-c", "import pyex; print(pyex.value())"], cwd=tmp_path, text=True,
+                          capture_output=True, check=True).stdout.strip()
+    assert said == "3"

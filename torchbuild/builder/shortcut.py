@@ -241,6 +241,8 @@ def version_refusal(checkout: Path, package: str, record: Path | None, outputs: 
         return None  # a static version: the same at every commit that leaves pyproject.toml as it is
     generated = f"{package}/version.py"
     if generated not in outputs:
+        if static_version(checkout, package, metadata_version(record)):
+            return None  # pip would write the same at this commit
         return f"the version is the backend's to compute at each commit, and the build does not write {generated}"
     said = version_of(checkout / generated)
     if said is None or said != metadata_version(record):
@@ -249,6 +251,29 @@ def version_refusal(checkout: Path, package: str, record: Path | None, outputs: 
                 check=False) if ninja else None
     if asked is None or asked.returncode != 0 or not any(ln.startswith("[") for ln in asked.stdout.splitlines()):
         return f"the build's ninja does not write {generated} at every build"
+    return None
+
+
+VERSION_FILES = ("setup.py", "setup.cfg", "pyproject.toml", "{package}/__init__.py", "{package}/version.py",
+                 "{package}/_version.py", "{package}/__about__.py", "src/{package}/__init__.py")
+FROM_GIT = re.compile(r"setuptools[_-]scm|use_scm_version|versioneer|dunamai|hatch-vcs|versioningit")
+
+
+def static_version(checkout: Path, package: str, version: str | None) -> str | None:
+    """The file that says, at this commit, the version pip recorded, as a literal assignment (`__version__ =
+    "2.8.1"`, `version="2.8.1"`, setup.cfg's `version = 2.8.1`), in a project whose version comes from no
+    VCS plugin: pip's install of this commit would record that version again (bitarray, mmh3). None: none does."""
+    if not version:
+        return None
+    build_files = [checkout / name for name in ("setup.py", "pyproject.toml", "setup.cfg")]
+    if any(FROM_GIT.search(f.read_text(errors="replace")) for f in build_files if f.is_file()):
+        return None
+    said = re.compile(rf"""\b(__version__|version)\s*[:=]\s*(['"]){re.escape(version)}\2|"""
+                      rf"""^version\s*=\s*{re.escape(version)}\s*$""", re.M)
+    for name in VERSION_FILES:
+        path = checkout / name.format(package=package)
+        if path.is_file() and said.search(path.read_text(errors="replace")):
+            return name.format(package=package)
     return None
 
 
