@@ -74,6 +74,18 @@ def pyproject(checkout: Path) -> dict[str, Any]:
     return data
 
 
+def distribution_name(checkout: Path) -> str:
+    """The project name of a PyTorch checkout's wheels and install: pyproject's [project] name (2.8 and on, where
+    it wins over the variable), else setup.py's TORCH_PACKAGE_NAME default, else torch."""
+    named = pyproject(checkout).get("project", {}).get("name")
+    if isinstance(named, str) and named:
+        return named
+    setup = checkout / "setup.py"
+    text = setup.read_text(errors="replace") if setup.is_file() else ""
+    m = re.search(r"""TORCH_PACKAGE_NAME["']\s*,\s*["']([A-Za-z0-9_.-]+)["']""", text)
+    return m.group(1) if m else "torch"
+
+
 def python_minimum(checkout: Path) -> str | None:
     """setup.py's `python_min_version = (3, 10, 0)` as "3.10", else pyproject's `requires-python = ">=3.10"`
     (the scikit-build-core era and other projects)."""

@@ -170,13 +170,12 @@ def check_pip_constraints(cfg: Config, checkout: Path, choice: EnvChoice, env: M
     """A PyTorch checkout whose version the constraints pip applies exclude (a machine's `torch<=2.14.1`
     against 2.15.0a0) is refused before its env is made: pip would refuse its install only after."""
     from ..envs import pipconfig
-    from ..nightly import package_name
 
     version = compat.checkout_version(checkout)
     pins = choice.prefix / against.CONSTRAINTS
     if not version or pins.is_file() and not env.get("PIP_CONSTRAINT"):  # torchbuild's own pins replace them
         return
-    name = package_name(cfg, checkout)
+    name = cfg.nightly.package or compat.distribution_name(checkout)
     found = pipconfig.cap(name, version, env, choice.prefix)
     if found:
         line, path, where = found

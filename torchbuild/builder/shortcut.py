@@ -260,9 +260,10 @@ FROM_GIT = re.compile(r"setuptools[_-]scm|use_scm_version|versioneer|dunamai|hat
 
 
 def static_version(checkout: Path, package: str, version: str | None) -> str | None:
-    """The file that says, at this commit, the version pip recorded, as a literal assignment (`__version__ =
-    "2.8.1"`, `version="2.8.1"`, setup.cfg's `version = 2.8.1`), in a project whose version comes from no
-    VCS plugin: pip's install of this commit would record that version again (bitarray, mmh3). None: none does."""
+    """The tracked file that says, at this commit, the version pip recorded, as a literal assignment
+    (`__version__ = "2.8.1"`, `version="2.8.1"`, setup.cfg's `version = 2.8.1`), in a project whose version
+    comes from no VCS plugin: pip's install of this commit would record that version again (bitarray, mmh3).
+    None: none does."""
     if not version:
         return None
     build_files = [checkout / name for name in ("setup.py", "pyproject.toml", "setup.cfg")]
@@ -270,11 +271,11 @@ def static_version(checkout: Path, package: str, version: str | None) -> str | N
         return None
     said = re.compile(rf"""\b(__version__|version)\s*[:=]\s*(['"]){re.escape(version)}\2|"""
                       rf"""^version\s*=\s*{re.escape(version)}\s*$""", re.M)
-    for name in VERSION_FILES:
-        path = checkout / name.format(package=package)
-        if path.is_file() and said.search(path.read_text(errors="replace")):
-            return name.format(package=package)
-    return None
+    names = [name.format(package=package) for name in VERSION_FILES]
+    tracked = run(["git", "ls-files", "-z", "--", *names], cwd=checkout, capture=True, echo=False,
+                  check=False).stdout.split("\0")  # a generated version.py (PyTorch's) is no source of it
+    return next((name for name in names if name in tracked and said.search(
+        (checkout / name).read_text(errors="replace"))), None)
 
 
 def restamp(record: Path, version: str) -> Path:

@@ -24,7 +24,7 @@ from typing import Mapping
 from .. import console as _console
 from .. import envs
 from ..builder.ownership import channels, moves, records, trees
-from ..compat import pyproject
+from ..compat import distribution_name
 from ..config import Config
 from ..digest import digest
 from ..errors import CommandError, TorchbuildError
@@ -57,16 +57,8 @@ class Outcome:
 
 
 def package_name(cfg: Config, checkout: Path) -> str:
-    """The project name of the checkout's wheels: nightly.package, else setup.py's TORCH_PACKAGE_NAME default."""
-    if cfg.nightly.package:
-        return cfg.nightly.package
-    named = pyproject(checkout).get("project", {}).get("name")  # 2.8 and on: `name = "torch"` wins over the variable
-    if isinstance(named, str) and named:
-        return named
-    setup = checkout / "setup.py"
-    text = setup.read_text(errors="replace") if setup.is_file() else ""
-    m = re.search(r"""TORCH_PACKAGE_NAME["']\s*,\s*["']([A-Za-z0-9_.-]+)["']""", text)
-    return m.group(1) if m else "torch"
+    """The project name of the checkout's wheels: nightly.package, else the checkout's own."""
+    return cfg.nightly.package or distribution_name(checkout)
 
 
 def plan_lines(cfg: Config, request: NightlyRequest, base_env: Mapping[str, str]) -> list[str]:
