@@ -3,12 +3,14 @@ and say which remedy torchbuild may apply by itself. Pure: data in, data out."""
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from .errors import TorchbuildError
 from .run import run
 
 
@@ -91,6 +93,25 @@ class UnusedVariables:
 FORWARDED = ("USE_", "BUILD_")  # what PyTorch's build passes to CMake by prefix (setup.py, EnvVarForwarding.cmake)
 
 
+def unread_set(checkout: Path, names: Iterable[str]) -> None:
+    """`--set` options that no file of the PyTorch checkout names are refused before the build configures (a
+    typo costs a reconfigure for nothing, and another to take it back), with the closest names it does use."""
+    unread = never_read(checkout, names)
+    if not unread:
+        return
+    words = run(["git", "grep", "-h", "-o", "-w", "--recurse-submodules", "-E", "-e", "(USE|BUILD)_[A-Z0-9_]+",
+                 "--", *READERS], cwd=checkout, capture=True, echo=False, check=False).stdout.split()
+    close = difflib.get_close_matches(unread[0], sorted(set(words)), n=3, cutoff=0.8)
+    raise TorchbuildError(f"--set {unread[0]}: no CMake, Python or TOML file of {checkout.name} names it, so the build "
+                          "would configure again for an option nothing reads"
+                          + (f" (did you mean {' or '.join(close)}?)" if close else "") + "; nothing was built",
+                          "correct the name; one the build reads under a name its files do not spell out can come "
+                          f"from the shell instead ({unread[0]}=... inv build), which is not checked")
+
+
+READERS = ("*.cmake", "*CMakeLists.txt", "*.py", "*.toml", "*.cfg")  # the files that would read an option
+
+
 def never_read(checkout: Path, names: Iterable[str]) -> list[str]:
     """The options given by prefix (`--set USE_CUDAA=1`) that no CMake, Python or TOML file of the checkout
     (its submodules included) names: where the build forwards every USE_*/BUILD_* into CMake's cache
@@ -98,9 +119,8 @@ def never_read(checkout: Path, names: Iterable[str]) -> list[str]:
     code that would read it."""
     unread = []
     for name in sorted({n for n in names if n.startswith(FORWARDED) and re.fullmatch(r"[A-Z0-9_]+", n)}):
-        found = run(["git", "grep", "-q", "-F", "-w", "--recurse-submodules", "-e", name, "--", "*.cmake",
-                     "*CMakeLists.txt", "*.py", "*.toml", "*.cfg"], cwd=checkout, capture=True, echo=False,
-                    check=False)
+        found = run(["git", "grep", "-q", "-F", "-w", "--recurse-submodules", "-e", name, "--", *READERS],
+                    cwd=checkout, capture=True, echo=False, check=False)
         if found.returncode == 1:  # 0: named somewhere; 128: no git to ask
             unread.append(name)
     return unread

@@ -166,9 +166,10 @@ case "$out" in *libc10.so) [ -e {installed} ] && touch -r {installed} "$out" ;; 
 exit $rc
 """)
     wrapper.chmod(0o755)
-    flags = ("--cuda", "none", "--set", f"CXX={wrapper}", "--set", "USE_CUDAA=1")
-    first = build(original, *flags)
+    flags = ("--cuda", "none", "--set", f"CXX={wrapper}")
+    first = build(original, *flags, env={"USE_CUDAA": "1"})  # from the shell: --set would be refused before
     assert "CMake did not use USE_CUDAA" in first.stderr  # every USE_* reaches CMake's cache; no code reads it
+    first = build(original, *flags)  # and without it again: what follows builds from here
 
     # a copy (cp -a) switching configuration, its build then failing: the original's install is untouched
     site = env_python().parent.parent  # the one env both checkouts build into

@@ -324,8 +324,8 @@ class Run:
                       evidence=self.verdict.evidence)
 
     def warn_unused(self) -> None:
-        typos = sorted({*self.unused.given([*dict(self.opts.sets), *self.base_env]),
-                        *never_read(self.plan.checkout, dict(self.opts.sets))})
+        typos = sorted({*self.unused.given([*dict(self.opts.sets), *self.base_env]),  # --set's: checked before
+                        *never_read(self.plan.checkout, self.base_env)})  # the shell's USE_*/BUILD_*: after
         if typos:
             _console.get().warn(f"CMake did not use {', '.join(typos)}: no option of the project has that name "
                                 f"(misspelt?); the build went on without it (CMake's warning, where it gave one, is "

@@ -16,6 +16,7 @@ from typing import Mapping
 from .. import compat, envs, git, jobserver, patches
 from .. import console as _console
 from ..config import Config
+from ..diagnose import unread_set
 from ..envs import EnvChoice
 from ..errors import TorchbuildError
 from ..run import run
@@ -85,6 +86,7 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
     if not looking and (checkout / ".git").exists():
         patches.auto_apply(cfg, checkout)
     if driver.pytorch():
+        unread_set(checkout, dict(request.sets))
         check_pip_constraints(cfg, checkout, choice, {**env, **cfg.build.env, **dict(request.sets)})
     choice = envs.ensure(cfg, choice, checkout, toolkit.version if toolkit else None, env, looking)
     if not looking and request.torch is None:
