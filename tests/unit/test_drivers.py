@@ -4,6 +4,7 @@ both eras and on small projects, without building."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,8 @@ def test_an_extension_whose_env_has_no_torch_is_refused_naming_the_ways_out(tmp_
     cfg = config.load(tmp_path, {"HOME": str(tmp_path)}, {})
     bare = tmp_path / ".envs" / "py3.11"
     (bare / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+    (bare / "bin").mkdir()
+    (bare / "bin" / "python").symlink_to(sys.executable)  # torchbuild's own Python: no torch to import
     (tmp_path / ".envs" / "with-torch" / "lib" / "python3.11" / "site-packages" / "torch" / "lib").mkdir(parents=True)
     choice = EnvChoice(bare, bare / "bin" / "python", "3.11", "the default Python")
     with pytest.raises(TorchbuildError) as refused:

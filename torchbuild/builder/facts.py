@@ -195,6 +195,10 @@ def check_torch_at_hand(cfg: Config, checkout: Path, choice: EnvChoice, driver: 
     package = None if driver.pytorch() else against.extends(checkout)
     if package is None or against.folder(package, choice.prefix, None) is not None:
         return
+    found = run([str(choice.python), "-c", f"import importlib.util, sys; sys.exit(not importlib.util.find_spec("
+                                           f"{package!r}))"], capture=True, echo=False, check=False)
+    if found.returncode == 0:  # an editable install of a checkout's torch (a path entry, a finder)
+        return
     have = sorted(p.parents[3].name for p in (cfg.root / cfg.paths.envs).glob(f"*/lib/python*/site-packages/{package}")
                   if (p / "lib").is_dir())
     raise TorchbuildError(
