@@ -211,3 +211,19 @@ def test_a_ccache_whose_path_has_an_equals_sign_is_refused_before_any_compile(tm
     fine = compiler_cache.find("auto", True, tmp_path / "cache", tmp_path / "env", {"PATH": ""}, "python", (),
                                provision=False)
     assert fine.path == str(compiler_cache.home(tmp_path / "cache") / "ccache") and "by the first build" in fine.how
+
+
+def test_ccache_under_the_compilers_names_only_for_the_compilers_there_are(tmp_path):
+    """ccache's masquerade folder (setuptools compiles by the compiler's name): a link for each compiler PATH has,
+    none for one it lacks, so a build that looks for clang does not find ccache pretending to be it."""
+    from torchbuild.toolchain import compiler_cache
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("gcc", "g++"):
+        (bin_dir / name).write_text("#!/bin/sh\n")
+        (bin_dir / name).chmod(0o755)
+    folder = compiler_cache.masquerade(tmp_path / "cache", "/opt/ccache/ccache", str(bin_dir))
+    assert sorted(p.name for p in folder.iterdir()) == ["g++", "gcc"]
+    assert all(os.readlink(p) == "/opt/ccache/ccache" for p in folder.iterdir())
+    assert compiler_cache.masquerade(tmp_path / "cache", "/opt/ccache/ccache", str(bin_dir)) == folder  # made once

@@ -110,15 +110,15 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
                       linker, version, trial, generator, pools.recorded(checkout),
                       source_commit(checkout, env) if request.wheel else None,
                       torch_folder(checkout, choice.prefix, request.torch, driver),  # a managed env made just now
-                      driver, cache.how, masquerade(cfg, cache, driver, not looking))
+                      driver, cache.how, masquerade(cfg, cache, driver, path, not looking))
 
 
-def masquerade(cfg: Config, cache: CompilerCache, driver: Driver, make: bool) -> Path | None:
+def masquerade(cfg: Config, cache: CompilerCache, driver: Driver, path: str, make: bool) -> Path | None:
     """ccache under the compilers' names, for a project whose setup.py compiles its extensions itself."""
     if not cache.path or not Path(cache.path).name.startswith("ccache") or not isinstance(driver, Pep517) \
             or not compiles_extensions(driver.checkout):
         return None
-    return compiler_cache.masquerade(cfg.cache_root, cache.path, make)
+    return compiler_cache.masquerade(cfg.cache_root, cache.path, path, make)
 
 
 def release_notes(checkout: Path, python: str, toolkit: cuda.Toolkit | None, ccs: list[compilers.Compiler],

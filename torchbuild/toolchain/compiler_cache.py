@@ -100,18 +100,20 @@ MASQUERADE = ("cc", "c++", "gcc", "g++", "clang", "clang++", f"{platform.machine
               f"{platform.machine()}-linux-gnu-g++")  # the last two: Debian's Pythons name their compilers so
 
 
-def masquerade(cache_root: Path, ccache: str, make: bool = True) -> Path:
+def masquerade(cache_root: Path, ccache: str, path: str, make: bool = True) -> Path:
     """A folder of compiler names linked to `ccache`, for the front of PATH (ccache's masquerade mode, as Debian's
     /usr/lib/ccache): setuptools compiles an extension by the compiler's name, with no launcher to set, and
     torch's use_ninja=False path wraps `compiler_so` only, which setuptools 72+ no longer runs for C++. ccache
-    run under one of these names, or as `ccache g++`, skips the links to itself and runs the real compiler."""
-    folder = cache_root / "tools" / "masquerade" / hashlib.sha256(ccache.encode()).hexdigest()[:12]
-    if not make or all((folder / name).is_symlink() for name in MASQUERADE):
+    run under one of these names, or as `ccache g++`, skips the links to itself and runs the real compiler.
+    Only the names a compiler on `path` has: a build that looks for clang finds none where there is none."""
+    names = [name for name in MASQUERADE if shutil.which(name, path=path)]
+    folder = cache_root / "tools" / "masquerade" / hashlib.sha256("\0".join([ccache, *names]).encode()).hexdigest()[:12]
+    if not make or all((folder / name).is_symlink() for name in names):
         return folder
     partial = folder.with_name(f".{folder.name}.{os.getpid()}.partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    for name in MASQUERADE:
+    for name in names:
         (partial / name).symlink_to(ccache)
     shutil.rmtree(folder, ignore_errors=True)
     try:
