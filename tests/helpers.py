@@ -136,8 +136,10 @@ def env_python() -> Path:
 
 
 def run_python(code: str, cwd: Path) -> str:
-    return subprocess.run([str(env_python()), "-c", code], cwd=cwd, check=True, capture_output=True,
-                          text=True).stdout.strip()
+    """What `code` prints in the test's env; a failure says what Python said."""
+    done = subprocess.run([str(env_python()), "-c", code], cwd=cwd, capture_output=True, text=True)
+    assert done.returncode == 0, f"python -c {code!r} failed:\n{done.stderr[-3000:]}"
+    return done.stdout.strip()
 
 
 def wait_for(path: Path, pattern: str, proc: subprocess.Popen, timeout: float = 120) -> None:
