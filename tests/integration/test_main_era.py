@@ -5,6 +5,7 @@ developer does in a day, and after each step the test asserts what imports."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -172,9 +173,12 @@ def test_a_failed_build_says_what_imports_after_it(main_demo, tmp_path):
     wrapper = tmp_path / "c++"
     wrapper.write_text(f"#!/bin/sh\nmkdir -p {planted.parent}\necho planted > {planted}\nexit 1\n")
     wrapper.chmod(0o755)
-    failed = build(co, "--cuda", "none", "--debug", "--set", f"CXX={wrapper}", check=False)
-    assert failed.returncode != 0 and "Traceback" not in failed.output
-    assert "were not put back" in failed.stderr and "importable as before" not in failed.stderr, failed.stderr
-    release = f"py{sys.version_info[0]}.{sys.version_info[1]}-cpu-release"
-    assert f"{release}'s tree is back, but not all its files" in failed.stderr, failed.stderr
-    assert planted.read_text() == "planted\n"  # not ours: left where it is
+    try:
+        failed = build(co, "--cuda", "none", "--debug", "--set", f"CXX={wrapper}", check=False)
+        assert failed.returncode != 0 and "Traceback" not in failed.output
+        assert "were not put back" in failed.stderr and "importable as before" not in failed.stderr, failed.stderr
+        release = f"py{sys.version_info[0]}.{sys.version_info[1]}-cpu-release"
+        assert f"{release}'s tree is back, but not all its files" in failed.stderr, failed.stderr
+        assert planted.read_text() == "planted\n"  # not ours: left where it is
+    finally:  # the env is this worker's for every test: a package folder left there would shadow the next install
+        shutil.rmtree(planted.parent.parent, ignore_errors=True)
