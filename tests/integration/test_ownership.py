@@ -153,3 +153,22 @@ def test_a_copied_checkouts_env_record_is_not_trusted_and_the_copy_gets_its_own(
                               text=True, check=True).stdout.strip()
     assert Path(own).resolve() == again.prefix.resolve()  # its own interpreter, not the original's
     assert envs.read(original / ".torchbuild/envs/bare") == made  # the original's env is untouched
+
+
+def test_a_stray_package_folder_in_site_packages_is_named_not_built_over(small_demo):  # noqa: F811
+    """A folder of the package's name in the env's site-packages that no install records (left by a build by hand,
+    or a failed one) is what Python imports before the checkout's editable install: the build refuses, naming
+    it, instead of reporting a success that does not import; the folder is left where it is."""
+    build(small_demo, "--cuda", "none")
+    site = next(env_python().parent.parent.glob("lib/python*/site-packages"))
+    stray = site / "minitorch"
+    (stray / "lib").mkdir(parents=True)
+    (stray / "lib" / "libc10.so").write_text("not a library\n")
+    try:
+        refused = build(small_demo, "--cuda", "none", check=False)
+        assert refused.returncode != 0 and "Traceback" not in refused.output
+        assert f"{stray} is in the env's site-packages, and no install pip records made it" in refused.stderr
+        assert (stray / "lib" / "libc10.so").read_text() == "not a library\n"
+    finally:
+        shutil.rmtree(stray)
+    assert "up to date" in build(small_demo, "--cuda", "none").stderr

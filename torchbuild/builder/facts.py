@@ -91,6 +91,7 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
     choice = envs.ensure(cfg, choice, checkout, toolkit.version if toolkit else None, env, looking)
     if not looking and request.torch is None:
         check_torch_at_hand(cfg, checkout, choice, driver)
+    check_shadowed(checkout, choice, driver)
     host_cxx, gpus = cuda_facts(toolkit, ccs, env, notes)
     fifo = jobserver.fifo_of(env.get("MAKEFLAGS"))
     joins = fifo is not None and jobserver.joins_by_itself(ninja_version(choice.prefix, env))
@@ -186,6 +187,28 @@ def check_pip_constraints(cfg: Config, checkout: Path, choice: EnvChoice, env: M
             "pip would refuse its install once the env is made; nothing was made",
             f"lift it for torchbuild's builds (build.env: {{PIP_CONSTRAINT: {os.devnull}}} in torchbuild.yaml, or a "
             f"copy of {path} without that line), or remove the line from {path}")
+
+
+def check_shadowed(checkout: Path, choice: EnvChoice, driver: Driver) -> None:
+    """Where the editable install maps the package into the checkout (PyTorch up to 2.13, setuptools projects),
+    a folder or module of its name in the env's site-packages that no install pip records is what Python
+    imports (site-packages comes first): refused, naming it, before the build reports a success that does
+    not import. Not torchbuild's to move."""
+    from ..wheels import record_paths
+    from .plan import package_name
+
+    if driver.outputs_in_env or not choice.exists:
+        return
+    package = package_name(checkout, choice.prefix)
+    for site in choice.prefix.glob("lib/python*/site-packages"):
+        found = [p for p in (site / package, *site.glob(f"{package}.py"), *site.glob(f"{package}.*.so")) if p.exists()]
+        recorded = {path.split("/")[0] for record in site.glob("*.dist-info/RECORD")
+                    for path in record_paths(record)} if found else set()
+        stray = [p for p in found if p.name not in recorded]
+        if stray:
+            raise TorchbuildError(f"{stray[0]} is in the env's site-packages, and no install pip records made it: "
+                                  f"Python imports {package} from there, not from the editable install of {checkout}",
+                                  f"move it out of the env (mv {stray[0]} /tmp/), then build again")
 
 
 def check_torch_at_hand(cfg: Config, checkout: Path, choice: EnvChoice, driver: Driver) -> None:
