@@ -40,7 +40,7 @@ def version_info(python: Path, tree: Path) -> dict[str, Any]:
 @functools.lru_cache(maxsize=None)
 def package_of(tree: Path) -> str:
     """What `import X` tests in the worktree (asked once a bisection: each step would glob the checkout again)."""
-    from ..builder.plan import package_name
+    from ..builder.package import package_name
 
     return package_name(tree)
 

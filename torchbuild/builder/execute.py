@@ -34,7 +34,8 @@ from .ownership.changes import edited_meanwhile, recompile_all, source_folders
 from .ownership.records import Record, kept_wheel, read_marker, stat_of, wheel_id, write_marker
 from .ownership.trees import activate_tree, build_lock, remove_tree
 from .ownership.uptodate import env_files, nothing_to_do, stamp_parts
-from .plan import Plan, package_name
+from .package import package_name
+from .plan import Plan
 from .request import BuildRequest
 from .shortcut import version_of, with_jobs
 from .split import place_core

@@ -195,7 +195,7 @@ def check_shadowed(checkout: Path, choice: EnvChoice, driver: Driver) -> None:
     imports (site-packages comes first): refused, naming it, before the build reports a success that does
     not import. Not torchbuild's to move."""
     from ..wheels import record_paths
-    from .plan import package_name
+    from .package import package_name
 
     if driver.outputs_in_env or not choice.exists:
         return
