@@ -4,9 +4,12 @@ site-packages, and "up to date" means exactly those files, from this checkout.""
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 
-from ..helpers import UP_TO_DATE, build, edit, sk_imported
+from ..helpers import UP_TO_DATE, build, edit, env_python, git, run_python, sk_imported
 
 
 @pytest.mark.slow
@@ -33,3 +36,54 @@ def test_a_configure_depends_glob_hides_no_change_behind_its_check(skproject):
     assert "include/c10/local.h: 1 step(s)" in explained, explained
     rebuilt = build(skproject, "--cuda", "none")
     assert UP_TO_DATE not in rebuilt.stderr and int(sk_imported(skproject)[0]) == before + 1000
+
+
+def scm_says(checkout: Path) -> str:
+    """What setuptools-scm, the backend's own library, computes for the checkout now."""
+    return subprocess.run([str(env_python()), "-m", "setuptools_scm"], cwd=checkout, capture_output=True, text=True,
+                          check=True).stdout.strip().splitlines()[-1]
+
+
+def installed_version() -> str:
+    return run_python("import importlib.metadata as m; print(m.version('skdemo'))", Path("/"))
+
+
+@pytest.mark.slow
+def test_a_setuptools_scm_version_is_the_backends_after_an_edit_or_a_commit_built_without_pip(skproject):
+    """Item 9 and 15 of issue 58: the version setuptools-scm derives from git (a dirty tree's date, another
+    commit's distance and hash) is what the install's metadata and the version file say after a build that
+    skips pip, as pip's build would write them; a project whose CMake reads the version goes through pip."""
+    pyproject = skproject / "pyproject.toml"
+    edit(pyproject, "[tool.setuptools_scm]\n", '[tool.setuptools_scm]\nversion_file = "src/skdemo/_version.py"\n')
+    with open(skproject / ".gitignore", "a") as ignore:
+        ignore.write("/src/skdemo/_version.py\n")
+    git(skproject, "commit", "-qam", "a version file")
+    build(skproject, "--cuda", "none")
+    first = installed_version()
+    assert first == scm_says(skproject) and "+g" in first
+
+    edit(skproject / "src/core/unit_01.cpp", "(n / 2)", "(n / 3)")  # a dirty tree: pip's version gets the date
+    edited = build(skproject, "--cuda", "none")
+    assert "verdict: shortcut" in edited.stderr and "the version is setuptools-scm's" in edited.stderr
+    dirty = scm_says(skproject)
+    assert dirty != first and installed_version() == dirty
+    assert f"version = '{dirty}'" in (skproject / "src/skdemo/_version.py").read_text()
+
+    git(skproject, "commit", "-qam", "a third of n")  # another commit: a new distance and hash
+    committed = build(skproject, "--cuda", "none")
+    assert "a build of another commit" in committed.stderr and "verdict: shortcut" in committed.stderr
+    now = scm_says(skproject)
+    assert now not in (first, dirty) and installed_version() == now
+    assert f"version = '{now}'" in (skproject / "src/skdemo/_version.py").read_text()
+    assert UP_TO_DATE in build(skproject, "--cuda", "none").stderr
+
+    cmake = skproject / "CMakeLists.txt"  # the version compiled in: only a configure puts the new one there
+    edit(cmake, "target_link_libraries(_core PRIVATE skcore)",
+         'target_link_libraries(_core PRIVATE skcore)\ntarget_compile_definitions(_core PRIVATE '
+         'V="${SKBUILD_PROJECT_VERSION_FULL}")')
+    git(skproject, "commit", "-qam", "the version compiled in")
+    build(skproject, "--cuda", "none")
+    edit(skproject / "src/core/unit_02.cpp", "(n / 2)", "(n / 5)")
+    again = build(skproject, "--cuda", "none")
+    assert "the whole way through pip" in again.stderr and "reads SKBUILD_PROJECT_VERSION" in again.stderr
+    assert installed_version() == scm_says(skproject)

@@ -8,6 +8,7 @@ import hashlib
 import shutil
 import subprocess
 
+from torchbuild.builder import scm
 from torchbuild.builder.shortcut import (
     changed_since,
     metadata_version,
@@ -73,3 +74,51 @@ def test_across_commits_pips_version_must_be_one_the_build_writes_at_every_build
         assert why is None if regenerated else why == "the build's ninja does not write pkg/version.py at every build"
     assert "disagree" in str(version_refusal(co, "pkg", tmp_path / "none" / "RECORD", made, shutil.which("ninja")))
     assert "does not write pkg/version.py" in str(version_refusal(co, "pkg", info / "RECORD", {}, None))
+
+
+SCM_BACKENDS = {
+    "scikit-build-core, its setuptools_scm provider": (
+        '[build-system]\nbuild-backend = "scikit_build_core.build"\n[project]\nname = "a"\ndynamic = ["version"]\n'
+        '[tool.scikit-build]\nmetadata.version.provider = "scikit_build_core.metadata.setuptools_scm"\n'
+        '[tool.setuptools_scm]\n', "", True),
+    "setuptools' plugin": (
+        '[build-system]\nbuild-backend = "setuptools.build_meta"\n[project]\nname = "a"\ndynamic = ["version"]\n'
+        '[tool.setuptools_scm]\nversion_file = "a/_version.py"\n', "setup(use_scm_version=True)\n", True),
+    "setup.py's own options": (
+        '[build-system]\nbuild-backend = "setuptools.build_meta"\n[project]\nname = "a"\ndynamic = ["version"]\n'
+        '[tool.setuptools_scm]\n', 'setup(use_scm_version={"local_scheme": "no-local-version"})\n', False),
+    "hatch-vcs (its raw-options)": (
+        '[build-system]\nbuild-backend = "hatchling.build"\n[project]\nname = "a"\ndynamic = ["version"]\n'
+        '[tool.setuptools_scm]\n', "", False),
+    "a static version": ('[build-system]\nbuild-backend = "setuptools.build_meta"\n[project]\nname = "a"\n'
+                         'version = "1.0"\n[tool.setuptools_scm]\n', "", False),
+}
+
+
+def test_a_setuptools_scm_version_is_computed_only_where_pyproject_holds_all_its_options(tmp_path):
+    for shape, (pyproject, setup, expected) in SCM_BACKENDS.items():
+        checkout = tmp_path / shape.split()[0].strip("',")
+        checkout.mkdir(exist_ok=True)
+        (checkout / "pyproject.toml").write_text(pyproject)
+        (checkout / "setup.py").unlink(missing_ok=True)
+        if setup:
+            (checkout / "setup.py").write_text(setup)
+        assert scm.configured(checkout) is expected, shape
+
+
+def test_a_version_compiled_in_by_the_projects_cmake_needs_the_configure(tmp_path):
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / "CMakeCache.txt").write_text("SKBUILD_PROJECT_VERSION_FULL:STRING=0.1.dev2+gabc\n")
+    (tmp_path / ".gitmodules").write_text('[submodule "pybind11"]\n\tpath = extern/pb\n')
+    (tmp_path / "pb").mkdir()
+    (tmp_path / "pb" / "CMakeLists.txt").write_text("# SKBUILD_PROJECT_VERSION in a comment\n")
+    (tmp_path / "CMakeLists.txt").write_text("project(x)\n")
+    assert scm.configured_with_another(tmp_path, [build], "0.1.dev3+gdef") is None  # nothing reads it
+    (tmp_path / "extern" / "pb").mkdir(parents=True)
+    (tmp_path / "extern" / "pb" / "CMakeLists.txt").write_text("message(${SKBUILD_PROJECT_VERSION})\n")
+    assert scm.configured_with_another(tmp_path, [build], "0.1.dev3+gdef") is None  # a submodule's, not the project's
+    (tmp_path / "CMakeLists.txt").write_text("project(x VERSION ${SKBUILD_PROJECT_VERSION})\n")
+    assert scm.configured_with_another(tmp_path, [build], "0.1.dev2+gabc") is None  # the same version
+    why = scm.configured_with_another(tmp_path, [build], "0.1.dev3+gdef")
+    assert why and "CMakeLists.txt reads SKBUILD_PROJECT_VERSION" in why and "0.1.dev2+gabc" in why

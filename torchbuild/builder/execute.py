@@ -309,15 +309,25 @@ class Run:
         """Across commits: pip's record says the version the build wrote, as pip would; and Python's bytecode of
         what the build and the commits rewrote goes (a cache is trusted by size and whole-second mtime)."""
         plan, verdict = self.plan, self.verdict
-        written = version_of(plan.checkout / plan.package / "version.py") if self.quick else None
+        written = self.scm_version() if verdict.version else \
+            version_of(plan.checkout / plan.package / "version.py") if self.quick else None
         # the RECORD is looked up now: a relabel before the build (prepare) may have renamed its folder
-        installed = moves.editable_record(plan.env.prefix, plan.checkout) if verdict.restamp else None
+        wanted = verdict.restamp or verdict.version
+        installed = moves.editable_record(plan.env.prefix, plan.checkout) if wanted else None
         if installed and written:
             shortcut.restamp(installed, written)
         rewritten = [plan.checkout / name for name, st in self.state.files.items()
                      if name.endswith(".py") and stat_of(plan.checkout / name) != st]
         committed = [plan.checkout / name for name in committed_files(verdict) if name.endswith(".py")]
         moves.drop_bytecode([*rewritten, *committed])
+
+    def scm_version(self) -> str:
+        """setuptools-scm's version files written as the backend writes them, and the version it says now."""
+        scm = self.verdict.version
+        assert scm is not None
+        done = run(list(scm.argv), cwd=scm.cwd, env=self.plan.changes, base_env=self.base_env, capture=True,
+                   echo=False)
+        return (done.stdout.strip().splitlines() or [scm.version])[-1].strip()
 
     def unfinished(self, files: Mapping[str, list[int]], trees: Sequence[str]) -> Record:
         """The tree's record while its build runs, or after it failed: this configuration's, not complete."""

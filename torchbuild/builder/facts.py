@@ -27,7 +27,7 @@ from ..toolchain.linkers import Linker
 from . import against, pools
 from .against import TorchConfiguration
 from .drivers import Driver, detect
-from .drivers.pep517 import COMMENT, Pep517, calls_cmake, compiles_extensions
+from .drivers.pep517 import COMMENT, Pep517, calls_cmake, compiles_extensions, own_build_files
 from .drivers.setuptools_era import SetuptoolsEra
 from .drivers.skbuild import ScikitBuildCore
 from .ownership import cmaketrees
@@ -396,7 +396,6 @@ def remote_url(cfg: Config, env: Mapping[str, str]) -> str | None:
 
 
 CUDA_USE = re.compile(r"\bCUDA\b|CUDAToolkit|CUDAExtension|\bcuda_add_|\.cu\b")
-NOT_THE_PROJECTS = {".git", "build", "dist", "third_party", "external", "extern", "node_modules", ".torchbuild"}
 
 
 def uses_cuda(checkout: Path) -> bool:
@@ -406,29 +405,13 @@ def uses_cuda(checkout: Path) -> bool:
     tests and tools name CUDA) left out."""
     if SetuptoolsEra.matches(checkout) or ScikitBuildCore.is_pytorch(checkout) or (checkout / "torch").is_dir():
         return True
-    others = {checkout / p for p in submodule_paths(checkout)}
-    for folder, dirs, files in os.walk(checkout):
-        dirs[:] = [d for d in dirs if d not in NOT_THE_PROJECTS and not d.startswith(".")
-                   and Path(folder, d) not in others]
-        for name in files:
-            if name.endswith((".cu", ".cuh")):
+    for path in own_build_files(checkout, (".cu", ".cuh")):
+        if path.suffix in (".cu", ".cuh"):
+            return True
+        with contextlib.suppress(OSError):
+            if CUDA_USE.search(COMMENT.sub("", path.read_text(errors="replace"))):
                 return True
-            if name in ("CMakeLists.txt", "setup.py") or name.endswith(".cmake"):
-                with contextlib.suppress(OSError):
-                    if CUDA_USE.search(COMMENT.sub("", Path(folder, name).read_text(errors="replace"))):
-                        return True
     return False
-
-
-SUBMODULE_PATH = re.compile(r"(?m)^\s*path\s*=\s*(.+?)\s*$")
-
-
-def submodule_paths(checkout: Path) -> list[str]:
-    """The folders .gitmodules names: other projects' trees inside this one."""
-    try:
-        return SUBMODULE_PATH.findall((checkout / ".gitmodules").read_text(errors="replace"))
-    except OSError:
-        return []
 
 
 def needs_cuda(checkout: Path) -> bool:

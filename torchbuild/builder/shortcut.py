@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, AbstractSet, Iterable, Mapping
 from .. import compat
 from ..run import run
 from ..wheels import record_rows, write_record
+from . import scm
 from .ownership.cmaketrees import cache_entry, ninja_of
 from .ownership.moves import dist_metadata, editable_record
 from .ownership.uptodate import NEWEST_INPUT
@@ -241,6 +242,8 @@ def version_refusal(checkout: Path, package: str, record: Path | None, outputs: 
         return None  # a static version: the same at every commit that leaves pyproject.toml as it is
     generated = f"{package}/version.py"
     if generated not in outputs:
+        if scm.configured(checkout):
+            return None  # computed as the backend computes it, when the verdict skips the driver (scm.py)
         if static_version(checkout, package, metadata_version(record)):
             return None  # pip would write the same at this commit
         return f"the version is the backend's to compute at each commit, and the build does not write {generated}"

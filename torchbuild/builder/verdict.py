@@ -18,7 +18,7 @@ from typing import Mapping
 
 from ..digest import digest
 from ..run import merged_env
-from . import against, inplace, shortcut
+from . import against, inplace, scm, shortcut
 from .evidence import Evidence, stale_outputs
 from .ownership import channels, cmaketrees
 from .ownership.changes import compiler_environment, sources_added, worktree
@@ -94,6 +94,7 @@ class Verdict:
     marker: Record | None = None  # the record as the build checks edits against it
     restamp: Path | None = None  # the install's RECORD, re-stamped with the version the build writes
     relabel: tuple[Path, str] | None = None  # a shared dist-info's RECORD, re-stamped with this version first
+    version: scm.ScmVersion | None = None  # the version setuptools-scm computes now: the build re-stamps the install
     symbols: tuple[Path, Mapping[str, object]] | None = None  # the torch's exports, kept for the next relink check
     evidence: Evidence = field(default_factory=Evidence)  # what the last build read that git cannot vouch for
 
@@ -241,7 +242,28 @@ def decide_inputs(plan: Plan, state: State, request: BuildRequest, base_env: Map
         work = NinjaWork((*work.lines, *relink), work.steps, work.reconfigure, work.source)
     found = Verdict(Way.WHOLE_WAY, "", said=tuple(said), commands=whole, work=work, marker=marker,
                     restamp=record if crossing is None else None, symbols=symbols)
-    return relabelled(plan, state, choose(plan, state, request, base_env, found, crossing == "" and not stale, kept))
+    chosen = choose(plan, state, request, base_env, found, crossing == "" and not stale, kept)
+    return versioned(plan, state, relabelled(plan, state, chosen), base_env)
+
+
+def versioned(plan: Plan, state: State, found: Verdict, base_env: Mapping[str, str]) -> Verdict:
+    """A verdict that skips the driver where setuptools-scm computes the version (scm.py): the version it
+    computes now, which the build writes and re-stamps the install with, as pip's build would; the whole way
+    where it cannot be computed so, or CMake's tree was configured with another version that the project reads."""
+    if not found.quick or not scm.configured(plan.checkout):
+        return found
+    record = editable_record(plan.env.prefix, plan.checkout)
+    got = scm.computed(plan.checkout, plan.env.python, record.parent.parent, plan.changes, base_env) if record \
+        else "the editable install is not in the env"
+    why = got if isinstance(got, str) else scm.configured_with_another(plan.checkout, state.trees, got.version)
+    if why is not None or isinstance(got, str):
+        return replace(found, way=Way.WHOLE_WAY, through="through pip", why=why or "", commands=whole_commands(plan))
+    recorded = shortcut.metadata_version(record)
+    if recorded == got.version:
+        return found
+    said = f"the version is setuptools-scm's: {got.version} now, {recorded} in the install; the build writes its " \
+        "version files and re-stamps the install's metadata with it, as pip's build does"
+    return replace(found, said=(*found.said, said), version=got)
 
 
 def relabelled(plan: Plan, state: State, found: Verdict) -> Verdict:

@@ -4,8 +4,10 @@ where a backend has no PEP 660 hook); a wheel from the backend."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
+from typing import Iterator
 
 from ...compat import pyproject
 from .base import Driver
@@ -32,6 +34,25 @@ def calls_cmake(checkout: Path) -> bool:
 
 
 COMMENT = re.compile(r"(?m)#.*$")  # CMake's and Python's line comments alike
+
+
+NOT_THE_PROJECTS = {".git", "build", "dist", "third_party", "external", "extern", "node_modules", ".torchbuild"}
+SUBMODULE_PATH = re.compile(r"(?m)^\s*path\s*=\s*(.+?)\s*$")
+
+
+def own_build_files(checkout: Path, suffixes: tuple[str, ...] = ()) -> Iterator[Path]:
+    """The project's own build files (CMakeLists.txt, *.cmake, setup.py), and its files ending in `suffixes`:
+    vendored trees and submodules (.gitmodules' paths: other projects' trees inside this one) left out."""
+    try:
+        others = {checkout / p for p in SUBMODULE_PATH.findall((checkout / ".gitmodules").read_text(errors="replace"))}
+    except OSError:
+        others = set()
+    for folder, dirs, files in os.walk(checkout):
+        dirs[:] = [d for d in dirs if d not in NOT_THE_PROJECTS and not d.startswith(".")
+                   and Path(folder, d) not in others]
+        for name in files:
+            if name in ("CMakeLists.txt", "setup.py") or name.endswith((".cmake", *suffixes)):
+                yield Path(folder, name)
 
 
 def compiles_extensions(checkout: Path) -> bool:
