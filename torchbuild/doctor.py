@@ -17,6 +17,8 @@ from typing import Mapping
 
 from . import compat
 from .builder.drivers import detect
+from .builder.drivers.setuptools_era import SetuptoolsEra
+from .builder.drivers.skbuild import ScikitBuildCore
 from .builder.facts import needs_cuda
 from .config import Config
 from .errors import TorchbuildError
@@ -46,6 +48,8 @@ class Submodules:
     missing: int
     other_commit: int
     conflict: int
+    nested: tuple[str, ...] = ()  # a submodule's own submodules not checked out, in a project that is not PyTorch
+    left_out: int = 0  # not checked out, and `update = none` in .gitmodules: git's own update leaves them out too
 
 
 @dataclass(frozen=True)
@@ -136,15 +140,58 @@ def builds_cache(cfg: Config, env: Mapping[str, str]) -> compiler_cache.Compiler
 
 
 def _submodule_state(checkout: Path) -> Submodules | None:
+    """`git submodule status --recursive`, counted. A missing submodule whose .gitmodules says `update = none`
+    is left out, as git's update leaves it; outside PyTorch (whose build reads fbgemm's own submodules), a
+    missing submodule of a submodule (rapidjson's googletest) is one the project's build seldom reads."""
     if not (checkout / ".git").exists():
         return None
     res = run(["git", "submodule", "status", "--recursive"], cwd=checkout, capture=True, echo=False, check=False)
-    lines = res.stdout.splitlines()
+    lines = [(ln[:1], ln[1:].split()[1]) for ln in res.stdout.splitlines() if len(ln[1:].split()) > 1]
+    paths = {path for _, path in lines}
+    absent = [path for mark, path in lines if mark == "-"]
+    left_out = [path for path in absent if declared_update(checkout, path, paths) == "none"]
+    pytorch = SetuptoolsEra.matches(checkout) or ScikitBuildCore.is_pytorch(checkout)
+    nested = [path for path in absent if path not in left_out and not pytorch and parent_of(path, paths)]
+    missing = len(absent) - len(left_out) - len(nested)
+    return Submodules(len(lines), missing, sum(m == "+" for m, _ in lines), sum(m == "U" for m, _ in lines),
+                      tuple(nested), len(left_out))
 
-    def count(mark: str) -> int:
-        return sum(ln.startswith(mark) for ln in lines)
 
-    return Submodules(len(lines), count("-"), count("+"), count("U"))
+def submodule_row(subs: Submodules) -> Row:
+    """A problem where the project's own submodules are missing or conflicted; a warning where only a
+    submodule's own submodules are (the project's build may never read them)."""
+    bad = subs.missing + subs.conflict
+    detail = f"{subs.total} submodules, {subs.missing} missing, {subs.other_commit} at other commits" + \
+        (f", {subs.left_out} left out by .gitmodules (update = none)" if subs.left_out else "")
+    if subs.nested:
+        detail += f"; not checked out: {len(subs.nested)} submodule(s) of a submodule " \
+            f"({', '.join(subs.nested[:3])}), which a build reads only where it builds that submodule's own tree"
+    status = PROBLEM if bad else WARN if subs.nested else OK
+    return Row("submodules", status, detail, "inv sync" if bad or subs.nested else "")
+
+
+def parent_of(path: str, paths: set[str]) -> str | None:
+    """The submodule (of `paths`) whose tree holds `path`, the nearest (None: the checkout's own)."""
+    return max((p for p in paths if path.startswith(p + "/")), key=len, default=None)
+
+
+GITMODULES_SECTION = re.compile(r'(?m)^\s*\[submodule\s+"[^"]*"\]((?:\n(?!\s*\[).*)*)')
+
+
+def declared_update(checkout: Path, path: str, paths: set[str]) -> str | None:
+    """The `update` its parent's .gitmodules declares for the submodule at `path` (None: none)."""
+    parent = parent_of(path, paths)
+    root = checkout / parent if parent else checkout
+    try:
+        text = (root / ".gitmodules").read_text(errors="replace")
+    except OSError:
+        return None
+    own = path[len(parent) + 1:] if parent else path
+    for body in GITMODULES_SECTION.findall(text):
+        fields = dict(re.findall(r"(?m)^\s*(\w+)\s*=\s*(.*?)\s*$", body))
+        if fields.get("path") == own:
+            return fields.get("update")
+    return None
 
 
 def rows(facts: Facts) -> list[Row]:
@@ -292,11 +339,8 @@ def checkout_rows(facts: Facts) -> list[Row]:
         out = [Row("checkout", WARN, f"no checkout at {facts.checkout}", "inv clone")]
     if facts.driver:
         out.append(Row("build driver", OK, facts.driver))
-    subs = facts.submodules
-    if subs:
-        bad = subs.missing + subs.conflict
-        detail = f"{subs.total} submodules, {subs.missing} missing, {subs.other_commit} at other commits"
-        out.append(Row("submodules", OK if not bad else PROBLEM, detail, "inv sync" if bad else ""))
+    if facts.submodules:
+        out.append(submodule_row(facts.submodules))
     return out
 
 

@@ -14,6 +14,7 @@ import pytest
 from torchbuild.toolchain import cuda, python
 
 from ..helpers import REAL_HOME, fake_toolkit, inv
+from ..repo import write_repo
 
 
 def discover(*roots: Path, env: dict | None = None) -> list[cuda.Toolkit]:
@@ -78,3 +79,39 @@ def test_cuda_install_from_pypi_then_nvcc_compiles(tmp_path, monkeypatch):
     subprocess.run([str(root / "bin/nvcc"), "-c", str(src), "-o", str(tmp_path / "k.o")], check=True, env=env)
     assert (tmp_path / "k.o").stat().st_size > 0
     assert shutil.which("nvcc", path=env["PATH"]) == str(root / "bin/nvcc")
+
+
+def submodules_row(checkout: Path) -> dict:
+    done = inv("doctor", "--json", env={"TORCHBUILD_SOURCE_PATH": str(checkout)})
+    return next(r for r in json.loads(done.stdout)["rows"] if r["name"] == "submodules")
+
+
+def test_doctor_tells_the_projects_missing_submodules_from_a_submodules_own(tmp_path):
+    """Issue 58 item 9: correctionlib's rapidjson has a googletest submodule its build never reads; a
+    submodule .gitmodules marks `update = none` is left out by git's own update too. Neither is a problem;
+    a missing submodule of the project's own is."""
+    def git(repo: Path, *args: str) -> None:
+        subprocess.run(["git", "-c", "protocol.file.allow=always", *args], cwd=repo, check=True, capture_output=True)
+
+    gtest = write_repo(tmp_path / "gtest", {"gtest.h": "\n"}, "gtest")
+    rapidjson = write_repo(tmp_path / "rapidjson", {"include/rapidjson.h": "\n"}, "rapidjson")
+    git(rapidjson, "submodule", "add", "-q", gtest.as_uri(), "thirdparty/gtest")
+    git(rapidjson, "commit", "-qm", "gtest for the tests")
+    docs = write_repo(tmp_path / "docs", {"index.md": "\n"}, "docs")
+    project = write_repo(tmp_path / "up", {"setup.py": "from setuptools import setup\nsetup(name='p')\n"}, "p")
+    git(project, "submodule", "add", "-q", rapidjson.as_uri(), "rapidjson")
+    git(project, "submodule", "add", "-q", docs.as_uri(), "docs")
+    git(project, "config", "-f", ".gitmodules", "submodule.docs.update", "none")
+    git(project, "add", ".gitmodules")
+    git(project, "commit", "-qm", "submodules")
+    checkout = tmp_path / "co"
+    git(tmp_path, "clone", "-q", project.as_uri(), str(checkout))
+    git(checkout, "submodule", "update", "--init", "rapidjson")  # not recursive: googletest stays out
+
+    row = submodules_row(checkout)
+    assert row["status"] == "warning", row
+    assert "0 missing" in row["detail"] and "1 left out by .gitmodules (update = none)" in row["detail"]
+    assert "1 submodule(s) of a submodule (rapidjson/thirdparty/gtest)" in row["detail"]
+    git(checkout, "submodule", "deinit", "-q", "rapidjson")
+    row = submodules_row(checkout)
+    assert row["status"] == "problem" and "1 missing" in row["detail"] and row["fix"] == "inv sync", row
