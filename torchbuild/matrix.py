@@ -143,7 +143,8 @@ def build_session(cfg: Config, record: SessionRecord, force: bool, venv: Path | 
     dist = cfg.root / "dist" / session_folder(python, cuda)
     own = dataclasses.replace(cfg, build=dataclasses.replace(cfg.build, torch=None))  # the env's torch: its wheel
     request = dataclasses.replace(BuildRequest.resolve(own, wheel=True, dist=dist, force=force), cuda=cuda,
-                                  python=None if venv is not None else python)
+                                  python=None if venv is not None else python,
+                                  again_as=f'inv matrix --session "{record.session}"')  # what the hints name
     split = cfg.matrix.split and split_supported(cfg.source_path)
     against = install_torch(cfg, python, cuda, venv / "bin" / "python" if venv else Path(sys.executable))
     core, core_waits = build_core(cfg, request, env, source, venv / "bin" / "python" if venv else None) \

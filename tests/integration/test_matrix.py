@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from torchbuild.builder.request import BuildRequest
 from torchbuild.demo import make_upstream
 from torchbuild.matrix import session_name
 from torchbuild.summary import SessionRecord, write_summary
 
 from ..helpers import REAL_HOME, build, has_python, inv, project
+from ..repo import write_repo
 
 
 def nox_list(proj: Path, *sessions: str) -> list[str]:
@@ -83,12 +85,15 @@ def test_a_crashed_session_is_recorded_failed_not_left_ok(tmp_path, monkeypatch)
     summary = tmp_path / "dist" / "matrix-summary.json"
     write_summary(summary, SessionRecord(name, "3.11", "none", result="ok", wheel="old.whl"))
 
-    def crash(*args: object, **kwargs: object) -> None:
+    def crash(cfg: object, request: BuildRequest, env: object) -> None:
+        asked.append(request.again())  # what a failed build's hint tells the user to run (issue 58 item 7)
         raise NotADirectoryError(20, "Not a directory", str(tmp_path / "slot" / "minitorch"))
 
+    asked: list[str] = []
     monkeypatch.setattr(matrix, "build_in_slot", crash)
     record = matrix.run_session(cfg, "3.11", "none", env={"PATH": os.environ["PATH"]})
     assert record.result == "failed" and "crashed: NotADirectoryError" in record.reason
+    assert asked == [f'inv matrix --session "{name}"']  # not `inv build --cuda none --wheel`: not this session
     (kept,) = json.loads(summary.read_text())["sessions"]
     assert kept["result"] == "failed" and kept["wheel"] is None
 
@@ -110,6 +115,23 @@ def test_a_slots_files_from_the_checkout_are_never_outputs_though_bdist_wheel_re
     assert (slot / "LICENSE").read_text() == license_text
     back = build(slot, "--cuda", "none", "--wheel", "--dist", str(tmp_path / "dist"))
     assert "restored the" in back.stderr and (slot / "LICENSE").read_text() == license_text
+
+
+def test_a_slot_holds_the_repos_the_build_clones_by_itself_without_their_git(small_demo, tmp_path):
+    """Issue 58 item 7: third_party/eigen (and a CUDA build's third_party/nccl) is cloned by the build itself,
+    git-ignored in the checkout; a slot without it would clone it again, from its real host."""
+    from torchbuild.builder import slots
+
+    eigen = write_repo(small_demo / "third_party" / "eigen", {"include/Eigen/Core": "// eigen\n"}, "eigen")
+    slot = tmp_path / "slot"
+    slots.sync(small_demo, slot)
+    assert (slot / "third_party/eigen/include/Eigen/Core").read_text() == "// eigen\n"
+    assert not (slot / "third_party/eigen/.git").exists()
+    (eigen / "include/Eigen/Core").write_text("// an edit\n")
+    (eigen / "include/Eigen/Dense").write_text("// new\n")
+    slots.sync(small_demo, slot)
+    assert (slot / "third_party/eigen/include/Eigen/Core").read_text() == "// an edit\n"
+    assert (slot / "third_party/eigen/include/Eigen/Dense").is_file()
 
 
 def test_the_split_build_is_refused_up_front_where_a_project_name_overrides_setup_py(tmp_path):

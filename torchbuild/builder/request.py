@@ -35,9 +35,12 @@ class BuildRequest:
     part: str = "all"  # the split build: "core" (BUILD_LIBTORCH_WHL=1) or "python" (BUILD_PYTHON_ONLY=1)
     shortcut: bool = True  # build.shortcut (shortcut.py)
     torch: TorchConfiguration | None = None  # build.torch: the PyTorch configuration an extension builds against
+    again_as: str = ""  # the command that runs this build again, where `inv build` would not (a matrix session)
 
     def again(self) -> str:
         """The build command that builds this configuration again, with the flags that chose it."""
+        if self.again_as:
+            return self.again_as
         flags = [*(["--python", self.python] if self.python else []), *(["--env", self.env_name] if self.env_name
                                                                         else []),
                  *(["--cuda", self.cuda] if self.cuda != "auto" else []),

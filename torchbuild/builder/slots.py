@@ -20,6 +20,7 @@ import shutil
 from pathlib import Path
 from typing import Iterator
 
+from ..git import buildclones
 from ..locks import STATE, state_dir
 from ..run import run
 
@@ -72,7 +73,8 @@ def source_files(slot: Path) -> set[str]:
 
 def tracked_files(root: Path, prefix: str = "") -> list[str]:
     """Paths (relative to the top checkout) of the files git shows in `root`'s working tree: tracked and
-    untracked-but-not-ignored, recursing into submodules (gitlinks)."""
+    untracked-but-not-ignored, recursing into submodules (gitlinks) and the git-ignored repos the build clones
+    by itself (third_party/nccl: a slot without them would clone them again, from their real hosts)."""
     if not (root / ".git").exists():
         return []
     staged = run(["git", "ls-files", "-z", "--stage"], cwd=root, capture=True, echo=False).stdout
@@ -89,6 +91,9 @@ def tracked_files(root: Path, prefix: str = "") -> list[str]:
             out.append(prefix + rel)
     out += [prefix + rel for rel in filter(None, others.split("\0"))
             if prefix or rel.split("/", 1)[0] not in ("build", STATE)]
+    for clone in [] if prefix else buildclones.folders(root):  # third_party/nccl: the build's own clones
+        if (root / clone / ".git").exists() and not any(p.startswith(f"{clone}/") for p in out):
+            out += tracked_files(root / clone, f"{clone}/")
     return out
 
 

@@ -37,6 +37,12 @@ def named(checkout: Path) -> dict[str, str | None]:
     return out
 
 
+def folders(checkout: Path) -> list[str]:
+    """Where the build's own clones land (`git clone` in third_party/: the url's last part), relative to the
+    checkout: git-ignored repos of their own, which the build reads as it reads a submodule."""
+    return [f"third_party/{re.sub(r'[.]git$', '', url.rstrip('/')).rsplit('/', 1)[-1]}" for url in named(checkout)]
+
+
 def fetch_ahead(git: Git, cache: MirrorCache | None, checkout: Path) -> list[str]:
     """Put the repos the build will clone, at their pinned tags, into the mirror cache (through the mirror
     rules); the urls fetched. One the cache holds at its tag is not fetched again (a second `inv clone`
