@@ -23,10 +23,10 @@ from ..errors import BuildFailed, CommandError
 from ..progress import Tracker
 from ..run import format_command, merged_env, run
 from ..toolchain import linkers
-from . import against, evidence, inplace, pools, profile, record, shortcut
+from . import against, evidence, history, inplace, pools, profile, record, shortcut
 from .budget import job_slots, shim_waits
 from .cachestats import miss_reasons, parse_sccache_stats, parse_stats_log
-from .explain import remember
+from .explain import remember, tree_kinds
 from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
 from .linkertrial import linker_trial
 from .ownership import channels, cmaketrees, moves
@@ -384,6 +384,11 @@ class Run:
             Path(str(plan.changes.get("CCACHE_BASEDIR") or plan.checkout))) if plan.launcher else \
             [f"{self.tracker.compiles} compile(s) with no compiler cache: {plan.cache_how}"] if self.tracker.compiles \
             else []
+        configured = sum(end - begin for name, begin, end in spans if name == "configure")
+        kind = history.configure_kind(plan.toolkit is not None, self.state.marker is None or bool(self.verdict.forget))
+        if configured:
+            result.profile["configure kind"] = kind  # what `--explain` prices the next configure of its kind by
+        history.add(plan.history, {**tree_kinds(self.build), **({kind: configured} if configured else {})})
         record.write(probed, plan, time.monotonic() - self.start, "ok", 0, self.remedies, result.profile,
                      with_jobs(list(self.commands[0].argv), plan.changes) if self.quick else None)
 

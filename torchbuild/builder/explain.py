@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import AbstractSet, Mapping
 
 from .. import console as _console
+from ..run import run
+from . import history
 from .ownership.trees import trees_dir
 from .ownership.uptodate import ALWAYS_RUN, NEWEST_INPUT
 from .plan import Plan
@@ -47,8 +49,10 @@ def explain(plan: Plan, base_env: Mapping[str, str], request: BuildRequest) -> t
         return lines + ["run `inv build` with these options to switch, then --explain says what it rebuilds"], None
     if verdict.work is None or verdict.forget:
         what = "the tree in build/ (the nearest)" if verdict.marker is None else "this tree's last build"
-        line, wall = estimate(steps_of(build), None, jobs(plan), what, kind_medians(plan.checkout),
-                              configure_seconds(plan), driver_seconds(plan, whole))
+        steps = steps_of(build)
+        nvcc = cuda_units(plan.checkout) if plan.toolkit and not any(kind_of(o) == "CUDA" for o in steps) else []
+        line, wall = estimate(steps, set(steps) | set(nvcc) if nvcc else None, jobs(plan), what, kind_medians(plan),
+                              configure_seconds(plan, first=True), driver_seconds(plan, whole))
         return lines + ([] if verdict.forget or verdict.marker is None else
                         ["no ninja tree to ask: every step may run"]) + [line], wall
     more, wall = work_lines(plan, verdict)
@@ -78,7 +82,7 @@ def work_lines(plan: Plan, verdict: Verdict) -> tuple[list[str], float | None]:
     if len(causes) > 8:
         lines.append(f"  and {len(causes) - 8} more cause(s): {sum(c for _, c in causes.most_common()[8:])} step(s)")
     line, wall = estimate(steps_of(build), set(steps), jobs(plan), "this tree's .ninja_log",
-                          kind_medians(plan.checkout), configure_seconds(plan) if work.reconfigure else None,
+                          kind_medians(plan), configure_seconds(plan, first=False) if work.reconfigure else None,
                           driver_seconds(plan, verdict.way is Way.WHOLE_WAY))
     return lines + [line], wall
 
@@ -181,34 +185,62 @@ def kind_of(output: str) -> str:
     return "codegen"
 
 
-def kind_medians(checkout: Path) -> dict[str, float]:
-    """The median seconds of each kind of step over every tree of the checkout (build/ and the kept ones)."""
+def cuda_units(checkout: Path) -> list[str]:
+    """The nvcc units a first CUDA tree adds to the nearest CPU tree's steps: the checkout's own tracked .cu files
+    (git's index: no walk), named as CMake names their objects."""
+    done = run(["git", "ls-files", "-z", "--", "*.cu"], cwd=checkout, capture=True, echo=False, check=False)
+    return [f"CMakeFiles/cuda.dir/{name}.o" for name in done.stdout.split("\0") if name] if done.returncode == 0 else []
+
+
+def tree_kinds(build: Path) -> dict[str, float]:
+    """The median seconds of each kind of step in one tree."""
     seen: dict[str, list[float]] = {}
-    for tree in [checkout / "build", *sorted(trees_dir(checkout).glob("*"))]:
+    for output, seconds in steps_of(build).items():
+        seen.setdefault(kind_of(output), []).append(seconds)
+    return {kind: statistics.median(values) for kind, values in seen.items() if values}
+
+
+def kind_medians(plan: Plan) -> dict[str, float]:
+    """The median seconds of each kind of step over every tree of the checkout (build/ and the kept ones); a kind
+    none of them ran (a first CUDA tree's nvcc units), at its median over this machine's builds (history.py)."""
+    seen: dict[str, list[float]] = {}
+    for tree in [plan.checkout / "build", *sorted(trees_dir(plan.checkout).glob("*"))]:
         for output, seconds in steps_of(tree).items():
             seen.setdefault(kind_of(output), []).append(seconds)
-    return {kind: statistics.median(values) for kind, values in seen.items() if values}
+    machine = {k: v for k, v in history.medians(plan.history).items() if k in KINDS}
+    return {**machine, **{kind: statistics.median(values) for kind, values in seen.items() if values}}
 
 
 RECORDS_READ = 30  # the newest records of the checkout's builds, for the configure's median
 
 
-def recorded(plan: Plan) -> list[tuple[dict[str, float], float]]:
-    """The newest successful builds recorded in the logs: each one's phases (name -> seconds) and wall time."""
+def recorded(plan: Plan) -> list[tuple[dict[str, float], float, str]]:
+    """The newest successful builds recorded in the logs: each one's phases (name -> seconds), wall time and
+    configure kind ("" where its record does not say)."""
     records = sorted(plan.log.parent.parent.glob("*/*.record.json"), key=lambda p: p.stat().st_mtime)
     found = []
     for record in records[-RECORDS_READ:]:
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
             data = json.loads(record.read_text())
             if data.get("result") == "ok":
-                found.append(({str(n): float(s) for n, s in data["profile"]["phases"]}, float(data["seconds"])))
+                found.append(({str(n): float(s) for n, s in data["profile"]["phases"]}, float(data["seconds"]),
+                              str(data["profile"].get("configure kind", ""))))
     return found
 
 
-def configure_seconds(plan: Plan) -> float | None:
-    """The median configure of the builds recorded in the logs (their profiles' configure phase; None: none)."""
-    seen = [phases["configure"] for phases, _ in recorded(plan) if phases.get("configure", 0) > 0]
-    return statistics.median(seen) if seen else None
+def configure_seconds(plan: Plan, first: bool) -> tuple[float, str] | None:
+    """The configure's price and where it comes from: the median of the checkout's recorded configures of its
+    kind (CUDA or CPU, a new tree's or again: a first CUDA configure detects nvcc, tens of seconds), else of
+    this machine's (history.py), else of every recorded configure of the checkout (None: none)."""
+    kind = history.configure_kind(plan.toolkit is not None, first)
+    done = [(phases["configure"], was) for phases, _, was in recorded(plan) if phases.get("configure", 0) > 0]
+    same = [seconds for seconds, was in done if was == kind]
+    machine = history.medians(plan.history).get(kind)
+    if same:
+        return statistics.median(same), f"the median of this checkout's earlier {kind}s"
+    if machine is not None:
+        return machine, f"the median of this machine's {kind}s"
+    return (statistics.median(s for s, _ in done), "the median of the earlier builds'") if done else None
 
 
 SHORTCUTS = ("cmake --build", "build_ext in place")  # the phase a build that skipped the driver names
@@ -219,7 +251,7 @@ def driver_seconds(plan: Plan, whole_way: bool) -> float | None:
     configure and ninja's compile and link), the median of the recorded builds that went the same way (the
     whole way, or ninja's shortcut; the other way's where none did); None: no build recorded."""
     ways: dict[bool, list[float]] = {True: [], False: []}
-    for phases, seconds in recorded(plan):
+    for phases, seconds, _ in recorded(plan):
         own = seconds - phases.get("configure", 0.0) - phases.get("compile and link", 0.0)
         ways[not any(name in phases for name in SHORTCUTS)].append(max(own, 0.0))
     seen = ways[whole_way] or ways[not whole_way]
@@ -227,14 +259,14 @@ def driver_seconds(plan: Plan, whole_way: bool) -> float | None:
 
 
 def estimate(steps: Mapping[str, float], outputs: set[str] | None, parallel: int, source: str,
-             medians: Mapping[str, float] | None = None, configure: float | None = None,
+             medians: Mapping[str, float] | None = None, configure: tuple[float, str] | None = None,
              driver: float | None = None) -> tuple[str, float | None]:
     """The estimate's line and wall seconds: the steps' recorded seconds (one never timed at the median of its
     kind over the checkout's trees, else of all), over MAX_JOBS jobs, a configure where one runs, and the
     build driver's own time."""
     medians = dict(medians or {})
     if not steps and not medians:
-        return "estimate: none (no build of this checkout recorded its steps yet)", configure
+        return "estimate: none (no build of this checkout recorded its steps yet)", configure[0] if configure else None
     wanted = list(steps) if outputs is None else sorted(outputs)
     typical = statistics.median(steps.values()) if steps else statistics.median(medians.values())
     timed = [steps[o] for o in wanted if o in steps]
@@ -245,17 +277,21 @@ def estimate(steps: Mapping[str, float], outputs: set[str] | None, parallel: int
     kinds = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
     line = (f"estimate: {len(wanted)} step(s) ({kinds or 'none'}), {work:.1f}s of compile and link work, about "
             f"{wall:.1f}s at MAX_JOBS={parallel} if the compiler cache has none of them ({len(timed)} timed in "
-            f"{source}, the rest at their kind's median over this checkout's trees)")
+            f"{source}, the rest at their kind's median over this checkout's trees, else this machine's builds)")
     extra = []
     if configure:
-        wall += configure
-        extra.append(f"{configure:.1f}s of CMake configure (the median of the earlier builds')")
+        wall += configure[0]
+        extra.append(f"{configure[0]:.1f}s of CMake configure ({configure[1]})")
     if driver is not None:
         wall += driver
         extra.append(f"{driver:.1f}s around the compile (the build driver, install, packaging: the median of "
                      "the earlier builds that went the same way)")
     if extra:
         line += f", plus {' and '.join(extra)}: about {wall:.1f}s"
+    unknown = sorted({kind_of(o) for o in untimed} - set(medians))
+    if unknown:
+        line += f" ({' and '.join(unknown)} step(s) were never timed on this machine: priced as its typical step, " \
+            "which a first nvcc unit or link may well exceed)"
     return line + ("" if driver is not None else "; the build driver's own time comes on top"), wall
 
 

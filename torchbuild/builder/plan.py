@@ -79,6 +79,7 @@ class Plan:
     in_place: tuple[str, ...] = ()  # setuptools' in-place build, standing in for the editable one (inplace.py)
     torch_folder: Path | None = None  # an extension's: the folder of the torch it builds against (against.py)
     cache_how: str = ""  # how the compiler cache was found, or why there is none (toolchain/compiler_cache.py)
+    history: Path | None = None  # what each kind of step and configure cost on this machine (history.py)
 
 
 # ----------------------------------------------------------------------------- planning (pure)
@@ -158,7 +159,8 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
                 cfg.cache_root / "linkers.json", driver, driver.outputs_in_env and not opts.wheel,
                 driver.env_install(opts.build_type), after_install(driver, env, toolkit, opts.wheel, full),
                 driver.forwards_cmake_variables(), memory,
-                () if opts.wheel else driver.in_place(str(env.python)), facts.torch_folder, facts.cache_how)
+                () if opts.wheel else driver.in_place(str(env.python)), facts.torch_folder, facts.cache_how,
+                cfg.cache_root / "build-history.json")
 
 
 def plan_key(version: str, toolkit: Toolkit | None, opts: BuildRequest) -> str:
