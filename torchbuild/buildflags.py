@@ -18,6 +18,9 @@ HELP = {
     "env": "a managed env by name (inv env.list)",
     "debug": "DEBUG=1 build",
     "rel-with-deb-info": "REL_WITH_DEB_INFO=1 build",
+    "debug-files": "compile these sources again with -O0 -g in this configuration, relink, no reconfigure: globs "
+                   "separated by ';' (aten/src/ATen/native/Foo.cpp;c10/core/*.cpp), or a file with one a line; the "
+                   "next build without it puts them back optimized",
     "jobs": "MAX_JOBS (default: from cores and free memory)",
     "arch": "TORCH_CUDA_ARCH_LIST, e.g. \"8.0;9.0\" (default: local GPUs, else the toolkit's)",
     "wheel": "build a wheel into dist/ (local version +git<sha7>.cu130 / .cpu)",
@@ -54,8 +57,8 @@ def run_build(root: Path | None, **given: Any) -> None:
         "source.path": kw["path"], "build.torch": kw["torch"],
     }, debug=kw["debug"], rel_with_deb_info=kw["rel_with_deb_info"], wheel=kw["wheel"], clean=kw["clean"],
         sets=kw["set"] or [], env_name=kw["env"], force=kw["force"], dry_run=kw["dry_run"], dist=kw["dist"],
-        rerun=kw["rerun"], show_record=kw["record"], part=kw["part"], show_profile=kw["profile"],
-        explain=kw["explain"], yes=kw["yes"])
+        rerun=kw["rerun"], show="record" if kw["record"] else "profile" if kw["profile"] else "", part=kw["part"],
+        explain=kw["explain"], yes=kw["yes"], debug_files=[kw["debug_files"]] if kw["debug_files"] else [])
 
 
 def parse(args: list[str]) -> dict[str, Any] | None:

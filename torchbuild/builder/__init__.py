@@ -131,3 +131,9 @@ def report(outcome: Outcome) -> None:
         con.ok(f"wheel: {result.wheel}")
     else:
         con.info(f"use it: {plan.env.python} -c 'import {result.package}'")
+    debugged = result.verdict.debug_units if result.verdict else {}
+    if debugged and not result.wheel:
+        from .debugfiles import gdb_command
+
+        con.info(f"debug info (--debug-files) in {', '.join(sorted(v[0] for v in debugged.values()))}; break in "
+                 f"them: {gdb_command(plan.env.python, result.package, plan.checkout, debugged)}")

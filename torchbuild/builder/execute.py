@@ -23,7 +23,7 @@ from ..errors import BuildFailed, CommandError
 from ..progress import Tracker
 from ..run import format_command, merged_env, run
 from ..toolchain import linkers
-from . import against, evidence, history, inplace, pools, profile, record, shortcut
+from . import against, debugfiles, evidence, history, inplace, pools, profile, record, shortcut
 from .budget import job_slots, shim_waits
 from .cachestats import miss_reasons, parse_sccache_stats, parse_stats_log
 from .explain import remember, tree_kinds
@@ -81,7 +81,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         plan = with_remedies(plan, state.remedies)
         verdict = decide_tree(plan, state, opts, base_env)
         result.verdict = verdict
-        prepare(verdict)
+        prepare(verdict, plan.checkout)
         if verdict.way is Way.UP_TO_DATE:
             result.seconds, result.up_to_date = time.monotonic() - start, True
             result.wheel = kept_wheel(state.marker) if plan.wheel else None
@@ -109,10 +109,10 @@ def switch_in(plan: Plan, opts: BuildRequest) -> str | None:
     return previous.key if previous and previous.key != plan.key else None
 
 
-def prepare(verdict: Verdict) -> None:
+def prepare(verdict: Verdict, checkout: Path) -> None:
     """Say the verdict, and do what must come before its commands: CMake's files of trees configured for
     another checkout, a configure from scratch, every object where the compiler's environment changed, the
-    outputs whose inputs changed by content, the torch's exports kept."""
+    outputs whose inputs changed by content, the torch's exports kept, --debug-files' FLAGS in build.ninja."""
     con = _console.get()
     for line in verdict.said:
         con.info(line)
@@ -123,6 +123,7 @@ def prepare(verdict: Verdict) -> None:
     for output in verdict.stale:
         output.unlink(missing_ok=True)
     against.keep_symbols(verdict.symbols)
+    debugfiles.apply(checkout, verdict.debug_edits)
     if verdict.relabel is not None:
         shortcut.restamp(*verdict.relabel)
 
@@ -332,7 +333,7 @@ class Run:
     def unfinished(self, files: Mapping[str, list[int]], trees: Sequence[str]) -> Record:
         """The tree's record while its build runs, or after it failed: this configuration's, not complete."""
         return Record(self.plan.key, self.plan.configure, None, self.remedies, outputs=files, trees=tuple(trees),
-                      evidence=self.verdict.evidence)
+                      evidence=self.verdict.evidence, debug_files=self.verdict.debug_units)
 
     def warn_unused(self) -> None:
         typos = sorted({*self.unused.given([*dict(self.opts.sets), *self.base_env]),  # --set's: checked before
@@ -358,7 +359,8 @@ class Run:
             develop.worktree if develop else state.worktree,
             develop.env_files if develop else env_files(plan) if plan.outputs_in_env else None,
             develop.env_prefix if develop else str(plan.env.prefix), tuple(configured), self.parts,
-            source_folders(checkout, trees), seen, (develop.develop or develop.done) if develop else None))
+            source_folders(checkout, trees), seen, (develop.develop or develop.done) if develop else None,
+            self.verdict.debug_units))
         return trees
 
     def carried(self) -> Record | None:
@@ -390,7 +392,8 @@ class Run:
             result.profile["configure kind"] = kind  # what `--explain` prices the next configure of its kind by
         history.add(plan.history, {**tree_kinds(self.build), **({kind: configured} if configured else {})})
         record.write(probed, plan, time.monotonic() - self.start, "ok", 0, self.remedies, result.profile,
-                     with_jobs(list(self.commands[0].argv), plan.changes) if self.quick else None)
+                     with_jobs(list(self.commands[0].argv), plan.changes) if self.quick else None,
+                     [v[0] for v in self.verdict.debug_units.values()])
 
 
 def committed_files(verdict: Verdict) -> list[str]:

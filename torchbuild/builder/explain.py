@@ -33,6 +33,7 @@ from .verdict import Verdict, Way, decide
 MISSING = re.compile(r"ninja explain: output (.+) doesn't exist$")
 FED = "what the steps above feed"
 STALE = "inputs whose content changed though their time says otherwise"
+FLAGS = "--debug-files: FLAGS in build.ninja"
 HEADERS = (".h", ".hpp", ".hh", ".cuh", ".inc")
 SOURCES = (".c", ".cc", ".cpp", ".cxx", ".cu")
 
@@ -71,8 +72,11 @@ def work_lines(plan: Plan, verdict: Verdict) -> tuple[list[str], float | None]:
     rest = [s for s in work.steps if s not in outputs]
     if rest:
         causes[FED] = len(rest)
-    if len(steps) > len(work.steps):
-        causes[STALE] = len(steps) - len(work.steps)
+    flagged = [e.output for e in verdict.debug_edits if e.output not in work.steps]
+    if flagged:
+        causes[FLAGS] = len(flagged)
+    if len(steps) > len(work.steps) + len(flagged):
+        causes[STALE] = len(steps) - len(work.steps) - len(flagged)
     if not steps and not work.reconfigure and verdict.way is Way.UP_TO_DATE:
         return lines + [f"{work.source} in the tree"], 0.0
     lines.append(f"ninja would run {len(steps)} step(s), {verdict.compiles()} of them compile step(s)"
@@ -131,6 +135,8 @@ def kind(cause: str, generators: AbstractSet[str] = frozenset()) -> str:
         return "links and generated files"
     if cause == STALE:
         return "outputs the last build's evidence says are stale: removed, then built again"
+    if cause == FLAGS:
+        return "units whose compile command changes: -O0 -g, or back to CMake's flags"
     return "an input the build generates code or links from"
 
 

@@ -12,7 +12,7 @@ import os
 import shutil
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from ..console import mask
 from ..git import PATCH_BASE_REF
@@ -94,12 +94,13 @@ def start(plan: Plan, base_env: Mapping[str, str]) -> Future[dict[str, object]]:
 
 def write(found: Future[dict[str, object]], plan: Plan, seconds: float, result: str, exit_code: int,
           remedies: Mapping[str, str] | None = None, profile: Mapping[str, object] | None = None,
-          command: list[str] | None = None) -> Path:
+          command: list[str] | None = None, debug_files: Sequence[str] = ()) -> Path:
     """Write the record of this build next to its log (with its profile, and the command that ran where it
     was the loop's shortcut, in build/); returns its path."""
     ran = {"command": command, "command_dir": "build"} if command else {}
     record = {**found.result(), **ran, "result": result, "exit_code": exit_code, "seconds": round(seconds, 2),
               "remedies": dict(remedies or {}), "profile": dict(profile or {}),
+              **({"debug_files": sorted(debug_files)} if debug_files else {}),
               "environment": {k: v for k, v in sorted(plan.changes.items()) if v is not None}}
     path = path_for(plan.log)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ from ..config import Config, OriginKind
 from ..console import add_secrets, secret_values
 from ..errors import TorchbuildError
 from .against import TorchConfiguration, configuration
+from .debugfiles import patterns
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ class BuildRequest:
     shortcut: bool = True  # build.shortcut (shortcut.py)
     torch: TorchConfiguration | None = None  # build.torch: the PyTorch configuration an extension builds against
     again_as: str = ""  # the command that runs this build again, where `inv build` would not (a matrix session)
+    debug_files: tuple[str, ...] = ()  # --debug-files: the sources compiled with -O0 -g (debugfiles.py)
+    debug_files_max: int = 200  # build.debug_files_max
 
     def again(self) -> str:
         """The build command that builds this configuration again, with the flags that chose it."""
@@ -47,6 +50,7 @@ class BuildRequest:
                  *({"debug": ["--debug"], "relwithdebinfo": ["--rel-with-deb-info"]}.get(self.build_type, [])),
                  *(["--arch", f'"{self.arch}"'] if self.arch else []), *(["--wheel"] if self.wheel else []),
                  *(["--part", self.part] if self.part != "all" else []),
+                 *(["--debug-files", "'" + ";".join(self.debug_files) + "'"] if self.debug_files else []),
                  *[f"--set {k}={v}" for k, v in self.sets]]
         return " ".join(["inv build", *flags])
 
@@ -54,11 +58,15 @@ class BuildRequest:
     def resolve(cls, cfg: Config, *, debug: bool = False, rel_with_deb_info: bool = False, sets: Sequence[str] = (),
                 env_name: str | None = None, wheel: bool = False, clean: bool = False, force: bool = False,
                 dry_run: bool = False, verbose: bool = False, dist: str | Path | None = None,
-                rerun: bool = False, part: str = "all", explain: bool = False, yes: bool = False) -> BuildRequest:
+                rerun: bool = False, part: str = "all", explain: bool = False, yes: bool = False,
+                debug_files: Sequence[str] = ()) -> BuildRequest:
         """The request for `cfg` (which already holds the flags for cuda, python, jobs, arch, path)."""
         if debug and rel_with_deb_info:
             raise TorchbuildError("--debug and --rel-with-deb-info exclude each other", "pass one of them")
         build_type = "debug" if debug else "relwithdebinfo" if rel_with_deb_info else cfg.build.build_type
+        if debug_files and build_type == "debug":
+            raise TorchbuildError("--debug-files: this configuration is a debug build already (every unit has -O0 "
+                                  "-g)", "leave out --debug-files, or name it on a release build")
         torch = configuration((cfg.root / cfg.build.torch), os.environ) if cfg.build.torch else None
         cuda, python = cfg.build.cuda, cfg.build.python
         if torch is not None:  # its configuration's Python, CUDA and build type, unless a setting names another
@@ -79,7 +87,8 @@ class BuildRequest:
                    sets=tuple(parse_sets(sets)), force=force, dry_run=dry_run or explain, explain=explain, yes=yes,
                    verbose=verbose,
                    dist=Path(dist).resolve() if dist else None, rerun=rerun, part=part,
-                   shortcut=cfg.build.shortcut, torch=torch)
+                   shortcut=cfg.build.shortcut, torch=torch, debug_files=tuple(patterns(debug_files)),
+                   debug_files_max=cfg.build.debug_files_max)
 
 
 def agree(cfg: Config, torch: TorchConfiguration, build_type: str, type_flag: bool) -> tuple[str, str, str]:

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Mapping
 
 from ..digest import digest
+from ..errors import TorchbuildError
 from ..run import merged_env
-from . import against, inplace, scm, shortcut
+from . import against, debugfiles, inplace, scm, shortcut
 from .evidence import Evidence, stale_outputs
 from .ownership import channels, cmaketrees
 from .ownership.changes import compiler_environment, sources_added, worktree
@@ -95,6 +96,8 @@ class Verdict:
     restamp: Path | None = None  # the install's RECORD, re-stamped with the version the build writes
     relabel: tuple[Path, str] | None = None  # a shared dist-info's RECORD, re-stamped with this version first
     version: scm.ScmVersion | None = None  # the version setuptools-scm computes now: the build re-stamps the install
+    debug_edits: tuple[debugfiles.Edit, ...] = ()  # build.ninja's FLAGS lines rewritten first (--debug-files)
+    debug_units: Mapping[str, list[str]] = field(default_factory=dict)  # the units with debug info after it
     symbols: tuple[Path, Mapping[str, object]] | None = None  # the torch's exports, kept for the next relink check
     evidence: Evidence = field(default_factory=Evidence)  # what the last build read that git cannot vouch for
 
@@ -111,6 +114,7 @@ class Verdict:
         """The steps the build runs, as ninja names their outputs, with the outputs the evidence says are stale
         (by their path) that ninja's dry run did not name."""
         named = list(self.work.steps) if self.work else []
+        named += [e.output for e in self.debug_edits if e.output not in named]
         return named + [str(p) for p in self.stale if not any(
             p.as_posix().endswith("/" + s.lstrip("/")) or p.as_posix() == s for s in named)]
 
@@ -192,7 +196,68 @@ def decide_tree(plan: Plan, state: State, request: BuildRequest, base_env: Mappi
         decide_inputs(plan, state, request, base_env, whole, bool(stale)))
     said = [f"{len(stale)} output(s) read a file whose content changed though its time says otherwise "
             f"({stale[0].name}, ...): removed, so ninja builds them again"] if stale else []
-    return replace(found, said=(*said, *found.said), stale=stale, evidence=evidence)
+    found = replace(found, said=(*said, *found.said), stale=stale, evidence=evidence)
+    return debugged(plan, state, request, found, base_env)
+
+
+def debugged(plan: Plan, state: State, request: BuildRequest, found: Verdict, base_env: Mapping[str, str]
+             ) -> Verdict:
+    """--debug-files (debugfiles.py): the build.ninja lines the build rewrites first, and the way that runs
+    them (the shortcut: ninja compiles the units, relinks, CMake installs); a refusal where the tree cannot
+    take them as it stands. Without it, the units an earlier one left with debug info go back."""
+    recorded = state.marker.debug_files if state.marker else {}
+    if not request.debug_files and not recorded:
+        return found
+    units = debugfiles.units(plan.checkout, state.trees)
+    wanted = debugfiles.chosen(units, request.debug_files, request.debug_files_max) if request.debug_files else []
+    edits, keep = debugfiles.edits(units, wanted, recorded), debugfiles.active(units, wanted, recorded)
+    on = sorted(e.source for e in edits if e.after.endswith(debugfiles.DEBUG))
+    off = sorted(e.source for e in edits if not e.after.endswith(debugfiles.DEBUG))
+    said = [f"--debug-files: {len(on)} unit(s) compiled again with {debugfiles.DEBUG} by the tree's ninja (their "
+            f"FLAGS in build.ninja, every other flag as CMake wrote it), relinked and installed, no configure: "
+            f"{listed(on)}" if on else "",
+            f"{len(off)} unit(s) an earlier --debug-files built go back to CMake's flags: ninja compiles them again "
+            f"(from the compiler cache where it has them): {listed(off)}" if off else "",
+            f"{len(keep)} unit(s) carry debug info (--debug-files): {listed(sorted(v[0] for v in keep.values()))}"
+            if keep and not on else ""]
+    debug = replace(found, said=(*found.said, *filter(None, said)), debug_edits=tuple(edits), debug_units=keep)
+    if request.debug_files:
+        refused = debug_refusal(plan, state, found)
+        if refused:
+            raise TorchbuildError(f"--debug-files: {refused}", "run `inv build` with the same options first, "
+                                                               "then --debug-files")
+    if not edits or debug.way is not Way.UP_TO_DATE:
+        return unstripped(debug) if keep else debug
+    ran = quick(plan, state, replace(debug, way=Way.WHOLE_WAY), base_env)
+    if ran.way is not Way.SHORTCUT:
+        if request.debug_files:
+            raise TorchbuildError(f"--debug-files: ninja cannot rebuild the tree on its own here ({ran.why})",
+                                  "run `inv build` first, then --debug-files")
+        return ran
+    return unstripped(replace(ran, why="only build.ninja's FLAGS of the units changed: " + ran.why.split(": ", 1)[1]))
+
+
+def listed(names: list[str], most: int = 4) -> str:
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def debug_refusal(plan: Plan, state: State, found: Verdict) -> str | None:
+    """Why the tree cannot take --debug-files as it stands (None: it can)."""
+    if state.marker is None or not state.trees:
+        return f"no tree of {plan.key} yet"
+    if found.way is Way.IN_PLACE or (plan.in_place and not found.quick and not found.work):
+        return "setuptools compiles this project's units itself: there are no ninja compile edges to change"
+    if found.way is Way.WHOLE_WAY:
+        return f"its next build goes the whole way ({found.why})"
+    if found.work is not None and found.work.reconfigure:
+        return "CMake configures again first, which writes build.ninja anew"
+    return None
+
+
+def unstripped(found: Verdict) -> Verdict:
+    """The shortcut's install without --strip (scikit-build-core's default strips the debug info away)."""
+    commands = tuple(Command(tuple(a for a in c.argv if a != "--strip"), c.cwd) for c in found.commands)
+    return replace(found, commands=commands) if found.way is Way.SHORTCUT else found
 
 
 def reconfiguring(plan: Plan, state: State, fresh: bool) -> Verdict | None:

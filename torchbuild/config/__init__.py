@@ -113,6 +113,8 @@ class BuildConfig:
                                           "the machine has free, within its cgroup's limit)", min=0)
     confirm_over: float = _spec(10.0, "float", "minutes: a build estimated longer asks first on a terminal "
                                 "(--yes or no terminal: never)", min=0)
+    debug_files_max: int = _spec(200, "int", "--debug-files refuses a set of more units than this (a debug build "
+                                 "of the configuration serves better)", min=1, max=1000000)
     distributed: str = _spec("none", "choice", "distributed compiling: none, or distcc (ccache in front of it)",
                              choices=("none", "distcc"))
     hosts: list[str] = _spec([], "list", "distcc hosts: HOST[:PORT][/SLOTS], e.g. [\"10.0.0.2/8\"]")

@@ -92,6 +92,8 @@ class Record:
     folders: Mapping[str, str] = field(default_factory=dict)  # the source names in each folder it compiles from
     evidence: Evidence = field(default_factory=Evidence)  # what its build read that git cannot vouch for
     develop: str | None = None  # a wheel's record: the stamp of the complete develop build it was made after
+    debug_files: Mapping[str, list[str]] = field(default_factory=dict)  # --debug-files' units: "build.ninja\tobject"
+    # -> [source, CMake's FLAGS, the debug FLAGS] (debugfiles.py)
 
     def as_json(self) -> dict[str, object]:
         return {"key": self.key, "configure": kept_values(self.configure), "done": self.done,
@@ -100,7 +102,8 @@ class Record:
                 "env_files": dict(self.env_files) if self.env_files is not None else None,
                 "env_prefix": self.env_prefix if self.env_files is not None else None, "trees": list(self.trees),
                 "inputs": dict(self.inputs) if self.inputs is not None and self.done else None,
-                "folders": dict(self.folders), "evidence": self.evidence.as_record(), "develop": self.develop}
+                "folders": dict(self.folders), "evidence": self.evidence.as_record(), "develop": self.develop,
+                "debug_files": dict(self.debug_files)}
 
 
 _READ: dict[tuple[str, int, int, int], Record | None] = {}  # a marker read once a process, by its file's stat
@@ -148,7 +151,15 @@ def valid_marker(data: object) -> Record | None:
                   env, prefix if env is not None else None, tuple(trees),
                   inputs if isinstance(inputs, dict) else None,
                   {str(k): str(v) for k, v in (data.get("folders") or {}).items()}, from_record(data.get("evidence")),
-                  develop if isinstance(develop, str) else None)
+                  develop if isinstance(develop, str) else None, debug_entries(data.get("debug_files")))
+
+
+def debug_entries(data: object) -> dict[str, list[str]]:
+    """The record's --debug-files entries that have the shape debugfiles.py writes (others are dropped)."""
+    if not isinstance(data, dict):
+        return {}
+    return {k: [str(x) for x in v] for k, v in data.items()
+            if isinstance(k, str) and "\t" in k and isinstance(v, list) and len(v) == 3}
 
 
 def write_marker(build: Path, record: Record) -> None:
