@@ -21,6 +21,8 @@ HELP = {
     "debug-files": "compile these sources again with -O0 -g in this configuration, relink, no reconfigure: globs "
                    "separated by ';' (aten/src/ATen/native/Foo.cpp;c10/core/*.cpp), or a file with one a line; the "
                    "next build without it puts them back optimized",
+    "sanitize": "address, thread or leak: a configuration of its own built with PyTorch's USE_ASAN (ASAN and UBSan), "
+                "USE_TSAN or USE_LSAN; `use it` and `inv env.run` preload the compiler's sanitizer runtime",
     "jobs": "MAX_JOBS (default: from cores and free memory)",
     "arch": "TORCH_CUDA_ARCH_LIST, e.g. \"8.0;9.0\" (default: local GPUs, else the toolkit's)",
     "wheel": "build a wheel into dist/ (local version +git<sha7>.cu130 / .cpu)",
@@ -58,7 +60,8 @@ def run_build(root: Path | None, **given: Any) -> None:
     }, debug=kw["debug"], rel_with_deb_info=kw["rel_with_deb_info"], wheel=kw["wheel"], clean=kw["clean"],
         sets=kw["set"] or [], env_name=kw["env"], force=kw["force"], dry_run=kw["dry_run"], dist=kw["dist"],
         rerun=kw["rerun"], show="record" if kw["record"] else "profile" if kw["profile"] else "", part=kw["part"],
-        explain=kw["explain"], yes=kw["yes"], debug_files=[kw["debug_files"]] if kw["debug_files"] else [])
+        explain=kw["explain"], yes=kw["yes"], debug_files=[kw["debug_files"]] if kw["debug_files"] else [],
+        sanitize=kw["sanitize"] or "")
 
 
 def parse(args: list[str]) -> dict[str, Any] | None:

@@ -135,12 +135,12 @@ def doctor(c, json=False):
 def build(c, cuda=None, python=None, env=None, debug=False, rel_with_deb_info=False, jobs=None, arch=None,
           wheel=False, clean=False, set=None, force=False, path=None, dist=None, rerun=False, dry_run=False,
           verbose=False, record=False, part="all", profile=False, explain=False, yes=False, torch=None,
-          debug_files=None):
+          debug_files=None, sanitize=None):
     """Build the checkout incrementally (develop mode) for one Python x CUDA, with ccache and logs."""
     buildflags.run_build(_root(c), cuda=cuda, python=python, env=env, debug=debug, rel_with_deb_info=rel_with_deb_info,
                          jobs=jobs, arch=arch, wheel=wheel, clean=clean, set=set, force=force, path=path, dist=dist,
                          rerun=rerun, dry_run=dry_run, verbose=verbose, record=record, part=part, profile=profile,
-                         explain=explain, yes=yes, torch=torch, debug_files=debug_files)
+                         explain=explain, yes=yes, torch=torch, debug_files=debug_files, sanitize=sanitize)
 
 
 @task(name="warm", help={"status": "list this user's warm processes (the default)",

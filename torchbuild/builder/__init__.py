@@ -130,7 +130,8 @@ def report(outcome: Outcome) -> None:
     if result.wheel:
         con.ok(f"wheel: {result.wheel}")
     else:
-        con.info(f"use it: {plan.env.python} -c 'import {result.package}'")
+        preload = "".join(f"{k}={v} " for k, v in plan.run_env.items())  # --sanitize: its runtime first
+        con.info(f"use it: {preload}{plan.env.python} -c 'import {result.package}'")
     debugged = result.verdict.debug_units if result.verdict else {}
     if debugged and not result.wheel:
         from .debugfiles import gdb_command

@@ -20,7 +20,7 @@ from ..diagnose import unread_set
 from ..envs import EnvChoice
 from ..errors import TorchbuildError
 from ..run import run
-from ..toolchain import compiler_cache, compilers, cuda, gpu, linkers, system
+from ..toolchain import compiler_cache, compilers, cuda, gpu, linkers, sanitizers, system
 from ..toolchain.compiler_cache import CompilerCache
 from ..toolchain.cuda import Toolkit
 from ..toolchain.linkers import Linker
@@ -60,6 +60,7 @@ class BuildFacts:
     driver: Driver | None = None  # the checkout's build driver, detected once (drivers/)
     cache_how: str = ""  # how the launcher was found, or why there is none (compiler_cache.find)
     masquerade: Path | None = None  # compiler names linked to ccache, where setuptools compiles by name
+    sanitizer_env: Mapping[str, str] = field(default_factory=dict)  # --sanitize: what its import needs (preload)
 
 
 def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildFacts:
@@ -78,6 +79,7 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
     toolkit = choose_toolkit(cfg, request.cuda, env) if request.torch is None else torch_toolkit(cfg, request, env)
     choice = envs.choose(cfg, request.python, request.env_name, env) if request.torch is None else \
         torch_env(request.torch)
+    preload = sanitizer_facts(request, toolkit, driver, env)
     against_folder = torch_folder(checkout, choice.prefix, request.torch, driver)
     if request.torch is None and toolkit is not None and against_folder:  # the env's own torch: which CUDA it takes
         toolkit = env_torch_toolkit(cfg, against_folder, toolkit, env)
@@ -111,7 +113,24 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
                       linker, version, trial, generator, pools.recorded(checkout),
                       source_commit(checkout, env) if request.wheel else None,
                       torch_folder(checkout, choice.prefix, request.torch, driver),  # a managed env made just now
-                      driver, cache.how, masquerade(cfg, cache, driver, path, not looking))
+                      driver, cache.how, masquerade(cfg, cache, driver, path, not looking), preload)
+
+
+def sanitizer_facts(request: BuildRequest, toolkit: Toolkit | None, driver: Driver, env: Mapping[str, str]
+                    ) -> dict[str, str]:
+    """--sanitize's checks before anything is made, and what its import needs (the runtime preloaded)."""
+    if not request.sanitize:
+        return {}
+    chosen = sanitizers.named(request.sanitize)
+    if not driver.pytorch():
+        raise TorchbuildError(f"--sanitize passes PyTorch's {chosen.variable}, which {driver.checkout} does not read",
+                              f"pass the project's own flags instead, e.g. --set CFLAGS=-fsanitize={chosen.kind} "
+                              f"--set CXXFLAGS=-fsanitize={chosen.kind}")
+    if chosen.kind == "thread" and toolkit is not None:
+        raise TorchbuildError("--sanitize thread: PyTorch's CMake turns CUDA off under USE_TSAN (USE_CUDA depends on "
+                              f"NOT USE_TSAN), so a CUDA {toolkit.version} build of it would be a CPU build",
+                              "add --cuda none")
+    return sanitizers.run_env(chosen, sanitizers.runtime_path(chosen, env))
 
 
 def masquerade(cfg: Config, cache: CompilerCache, driver: Driver, path: str, make: bool) -> Path | None:

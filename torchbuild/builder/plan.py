@@ -16,7 +16,7 @@ from ..errors import TorchbuildError
 from ..git.buildclones import git_config_env
 from ..locks import STATE
 from ..run import format_command, merged_env
-from ..toolchain import system
+from ..toolchain import sanitizers, system
 from ..toolchain.cuda import Toolkit
 from ..toolchain.linkers import Linker
 from . import against
@@ -80,6 +80,7 @@ class Plan:
     torch_folder: Path | None = None  # an extension's: the folder of the torch it builds against (against.py)
     cache_how: str = ""  # how the compiler cache was found, or why there is none (toolchain/compiler_cache.py)
     history: Path | None = None  # what each kind of step and configure cost on this machine (history.py)
+    run_env: Mapping[str, str] = field(default_factory=dict)  # what an import of it needs (--sanitize: a preload)
 
 
 # ----------------------------------------------------------------------------- planning (pure)
@@ -149,6 +150,8 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
     changes.update(set_here)
     if opts.part != "all":
         changes["BUILD_LIBTORCH_WHL" if opts.part == "core" else "BUILD_PYTHON_ONLY"] = "1"
+    if opts.sanitize:
+        changes[sanitizers.named(opts.sanitize).variable] = "1"  # PyTorch's CMake reads it (both drivers forward it)
     full = merged_env(base_env, changes)  # the shell's BUILD_*/USE_*/CMAKE_*, CC, CXXFLAGS... count too
     configure = configure_of(full, opts, env)
     inputs = {**configure, **{k: v for k, v in full.items() if k.startswith(OUTPUT_PREFIXES) or k in set_here}}
@@ -160,7 +163,7 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
                 driver.env_install(opts.build_type), after_install(driver, env, toolkit, opts.wheel, full),
                 driver.forwards_cmake_variables(), memory,
                 () if opts.wheel else driver.in_place(str(env.python)), facts.torch_folder, facts.cache_how,
-                cfg.cache_root / "build-history.json")
+                cfg.cache_root / "build-history.json", facts.sanitizer_env)
 
 
 def plan_key(version: str, toolkit: Toolkit | None, opts: BuildRequest) -> str:
@@ -170,6 +173,8 @@ def plan_key(version: str, toolkit: Toolkit | None, opts: BuildRequest) -> str:
         key = "core-" + key.split("-", 1)[1]
     elif opts.part == "python":
         key += "-python"
+    if opts.sanitize:  # a tree of its own, switched to and from like --debug
+        key += "-" + sanitizers.named(opts.sanitize).suffix
     if opts.torch is not None:  # one tree per (its configuration x the torch it is built against)
         key += "-" + opts.torch.tag
     return key

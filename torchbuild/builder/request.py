@@ -11,6 +11,7 @@ from typing import Sequence
 from ..config import Config, OriginKind
 from ..console import add_secrets, secret_values
 from ..errors import TorchbuildError
+from ..toolchain.sanitizers import named
 from .against import TorchConfiguration, configuration
 from .debugfiles import patterns
 
@@ -39,6 +40,7 @@ class BuildRequest:
     again_as: str = ""  # the command that runs this build again, where `inv build` would not (a matrix session)
     debug_files: tuple[str, ...] = ()  # --debug-files: the sources compiled with -O0 -g (debugfiles.py)
     debug_files_max: int = 200  # build.debug_files_max
+    sanitize: str = ""  # --sanitize: address, thread or leak, a configuration of its own (toolchain/sanitizers.py)
 
     def again(self) -> str:
         """The build command that builds this configuration again, with the flags that chose it."""
@@ -50,6 +52,7 @@ class BuildRequest:
                  *({"debug": ["--debug"], "relwithdebinfo": ["--rel-with-deb-info"]}.get(self.build_type, [])),
                  *(["--arch", f'"{self.arch}"'] if self.arch else []), *(["--wheel"] if self.wheel else []),
                  *(["--part", self.part] if self.part != "all" else []),
+                 *(["--sanitize", self.sanitize] if self.sanitize else []),
                  *(["--debug-files", "'" + ";".join(self.debug_files) + "'"] if self.debug_files else []),
                  *[f"--set {k}={v}" for k, v in self.sets]]
         return " ".join(["inv build", *flags])
@@ -59,7 +62,7 @@ class BuildRequest:
                 env_name: str | None = None, wheel: bool = False, clean: bool = False, force: bool = False,
                 dry_run: bool = False, verbose: bool = False, dist: str | Path | None = None,
                 rerun: bool = False, part: str = "all", explain: bool = False, yes: bool = False,
-                debug_files: Sequence[str] = ()) -> BuildRequest:
+                debug_files: Sequence[str] = (), sanitize: str = "") -> BuildRequest:
         """The request for `cfg` (which already holds the flags for cuda, python, jobs, arch, path)."""
         if debug and rel_with_deb_info:
             raise TorchbuildError("--debug and --rel-with-deb-info exclude each other", "pass one of them")
@@ -88,7 +91,7 @@ class BuildRequest:
                    verbose=verbose,
                    dist=Path(dist).resolve() if dist else None, rerun=rerun, part=part,
                    shortcut=cfg.build.shortcut, torch=torch, debug_files=tuple(patterns(debug_files)),
-                   debug_files_max=cfg.build.debug_files_max)
+                   debug_files_max=cfg.build.debug_files_max, sanitize=named(sanitize).kind if sanitize else "")
 
 
 def agree(cfg: Config, torch: TorchConfiguration, build_type: str, type_flag: bool) -> tuple[str, str, str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Mapping, Sequence
+from typing import Any, Mapping
 
 from .. import builder as b
 from .. import console as _console
@@ -13,13 +13,10 @@ from ..config import Config, OriginKind
 from ..errors import TorchbuildError
 
 
-def build(cfg: Config, debug: bool = False, rel_with_deb_info: bool = False, wheel: bool = False,
-          clean: bool = False, sets: Sequence[str] = (), env_name: str | None = None, force: bool = False,
-          dry_run: bool = False, verbose: bool = False, dist: str | None = None, rerun: bool = False,
-          show: str = "", part: str = "all", explain: bool = False, yes: bool = False,
-          debug_files: Sequence[str] = ()) -> int:
+def build(cfg: Config, debug: bool = False, rel_with_deb_info: bool = False, show: str = "",
+          **asked: Any) -> int:
     """Build the checkout for the selected Python and CUDA; incremental, one tree per configuration (`show`:
-    "record" or "profile" prints the last build's instead)."""
+    "record" or "profile" prints the last build's instead; `asked`: BuildRequest.resolve's flags)."""
     if show == "record":
         return print_record(cfg)
     if show == "profile":
@@ -27,10 +24,7 @@ def build(cfg: Config, debug: bool = False, rel_with_deb_info: bool = False, whe
     origin = cfg.origins.get("build.build_type")
     if not (debug or rel_with_deb_info) and (origin is None or origin.kind == OriginKind.DEFAULT):
         debug, rel_with_deb_info = shell_build_type(os.environ)
-    request = b.BuildRequest.resolve(cfg, debug=debug, rel_with_deb_info=rel_with_deb_info, sets=sets,
-                                     env_name=env_name, wheel=wheel, clean=clean, force=force, dry_run=dry_run,
-                                     verbose=verbose, dist=dist, rerun=rerun, part=part, explain=explain, yes=yes,
-                                     debug_files=debug_files)
+    request = b.BuildRequest.resolve(cfg, debug=debug, rel_with_deb_info=rel_with_deb_info, **asked)
     b.report(b.build(cfg, request, os.environ))
     return 0
 

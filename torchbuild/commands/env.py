@@ -10,10 +10,12 @@ from typing import Sequence
 
 from .. import console as _console
 from .. import envs
+from ..builder.ownership.records import read_marker
 from ..config import Config
 from ..errors import TorchbuildError
 from ..run import run
 from ..toolchain import python as discovery
+from ..toolchain import sanitizers
 from . import table
 
 
@@ -83,5 +85,20 @@ def run_in(cfg: Config, name: str, argv: Sequence[str] = ()) -> int:
     if not argv:
         raise TorchbuildError("no command given", f"put it after --: inv env.run {name} -- python -c 'import torch'")
     path = str(prefix / "bin") + os.pathsep + os.environ.get("PATH", "")
-    result = run(list(argv), env={"PATH": path, "VIRTUAL_ENV": str(prefix)}, check=False, on_line=_console.get().result)
+    result = run(list(argv), env={"PATH": path, "VIRTUAL_ENV": str(prefix), **sanitized(cfg, prefix)}, check=False,
+                 on_line=_console.get().result)
     return result.returncode
+
+
+def sanitized(cfg: Config, prefix: Path) -> dict[str, str]:
+    """What the configuration the checkout holds now needs to import, where it is a --sanitize one installed
+    into this env: its sanitizer's runtime preloaded (toolchain/sanitizers.py), said."""
+    marker = read_marker(cfg.source_path / "build")
+    chosen = sanitizers.of_key(marker.key) if marker else None
+    python = marker.configure.get("python") if marker else None  # the configuration's interpreter
+    if marker is None or chosen is None or not python or not Path(python).is_relative_to(prefix):
+        return {}
+    found = sanitizers.run_env(chosen, sanitizers.runtime_path(chosen, os.environ))
+    _console.get().info(f"{marker.key} is this env's build of the checkout: "
+                        + " ".join(f"{k}={v}" for k, v in found.items()))
+    return found

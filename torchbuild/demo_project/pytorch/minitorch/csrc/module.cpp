@@ -52,6 +52,15 @@ static PyObject* run_kernel(PyObject*, PyObject* args) {
 #endif
 }
 
+// A planted bug for the sanitizer configurations to catch: nothing checks the index against the table.
+static long table[4] = {1, 2, 3, 4};
+
+static PyObject* peek(PyObject*, PyObject* args) {
+  long i = 0;
+  if (!PyArg_ParseTuple(args, "l", &i)) return nullptr;
+  return PyLong_FromLong(table[i]);
+}
+
 static PyObject* aot_kernels(PyObject*, PyObject*) {
 #ifdef MINITORCH_CUDA
   return PyLong_FromLong(minitorch_aot_kernels ? minitorch_aot_kernels() : 0);
@@ -64,6 +73,7 @@ static PyMethodDef methods[] = {
     {"aot_kernels", aot_kernels, METH_NOARGS, "kernels native-AOT stage 2 embedded in libc10_cuda"},
     {"checksum", checksum, METH_VARARGS, "sum over every core translation unit"},
     {"cuda_compiled", cuda_compiled, METH_NOARGS, "whether the CUDA kernel was built"},
+    {"peek", peek, METH_VARARGS, "an entry of a table of four, its index unchecked (a planted bug)"},
     {"run_kernel", run_kernel, METH_VARARGS, "scale 0..n-1 by a factor on the GPU"},
     {nullptr, nullptr, 0, nullptr},
 };
