@@ -26,6 +26,7 @@ from bench.figures import (  # noqa: E402
     bisect,
     builds,
     clone,
+    debugfiles,
     envs,
     explain,
     extensions,
@@ -48,7 +49,7 @@ FIGURES = {"overhead": builds.overhead, "noop": builds.noop, "clone": clone.clon
            "first_build": realworld.first_build, "drivers": main_era.driver_shapes,
            "bisect": bisect.bisect, "extension": extensions.extension,
            "extension_no_ninja": lambda bench: extensions.extension(bench, use_ninja=False),
-           "extension_real": extensions.extension_real}
+           "extension_real": extensions.extension_real, "debug_files": debugfiles.debug_files}
 
 
 def main() -> int:
@@ -57,12 +58,12 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=None,
                         help="clone overhead noop switch matrix matrix_vs_build distcc envs memory realworld nightly "
                              "loop main_era drivers explain shapes core_hits memory_pool bisect extension "
-                             "extension_no_ninja extension_real first_build "
+                             "extension_no_ninja extension_real first_build debug_files "
                              "(heavy: not in the default list)")
     args = parser.parse_args()
     names = args.only or ["overhead", "noop", "clone", "switch", "matrix", "distcc", "envs", "memory", "realworld",
                           "nightly", "loop", "main_era", "drivers", "explain", "shapes", "core_hits", "memory_pool",
-                          "bisect", "extension", "extension_no_ninja"]
+                          "bisect", "extension", "extension_no_ninja", "debug_files"]
     with tempfile.TemporaryDirectory(prefix="tb-bench-") as tmp:
         bench = Bench(args.quick, Path(tmp))
         for name in names:

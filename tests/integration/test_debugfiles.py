@@ -39,11 +39,12 @@ def test_debug_files_compiles_named_units_with_debug_info_and_puts_them_back(era
     assert not any(s.endswith("unit_01.cpp") for s in debug_sources(libc10(co)))
 
     planned = build(co, "--cuda", "none", "--debug-files", UNIT, "--dry-run").output
-    assert f"1 unit(s) compiled again with -O0 -g" in planned and "verdict: shortcut" in planned, planned
+    assert "1 unit(s) compiled again with -O0 -g" in planned and "verdict: shortcut" in planned, planned
     done = build(co, "--cuda", "none", "--debug-files", UNIT)
     assert "1 compile step(s)" in done.stderr, done.stderr
     assert f"debug info (--debug-files) in {UNIT}; break in them: gdb" in done.stderr
     assert f"break {UNIT}:" in done.stderr  # a line the object's line table maps
+    assert f'"debug_files": [\n    "{UNIT}"' in inv("build", "--path", str(co), "--record", check=True).stdout
     assert cache.stat().st_mtime_ns == configured  # no configure
     names = debug_sources(libc10(co))
     assert any(s.endswith("unit_01.cpp") for s in names) and not any(s.endswith("unit_02.cpp") for s in names)

@@ -234,7 +234,7 @@ def debugged(plan: Plan, state: State, request: BuildRequest, found: Verdict, ba
             raise TorchbuildError(f"--debug-files: ninja cannot rebuild the tree on its own here ({ran.why})",
                                   "run `inv build` first, then --debug-files")
         return ran
-    return unstripped(replace(ran, why="only build.ninja's FLAGS of the units changed: " + ran.why.split(": ", 1)[1]))
+    return unstripped(replace(ran, why="only build.ninja's FLAGS of the units changed: " + ran.why.partition(": ")[2]))
 
 
 def listed(names: list[str], most: int = 4) -> str:
