@@ -18,6 +18,8 @@ from ..helpers import (
     inv,
     project,
 )
+from ..integration.test_debugfiles import debug_files_round_trip
+from ..integration.test_sanitize import address_sanitizer_round_trip
 
 
 @pytest.mark.slow
@@ -47,3 +49,15 @@ def test_inv_matrix_makes_main_wheels_that_import_in_a_fresh_env(tmp_path):
     metadata = next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".dist-info/METADATA"))
     assert "Requires-Dist: packaging>=20" in zipfile.ZipFile(wheel).read(metadata).decode()
     assert "into the fresh env: packaging>=20" in done.output
+
+
+@pytest.mark.slow
+def test_debug_files_round_trip_in_the_scikit_build_core_era(main_demo):  # noqa: F811
+    """Issue 57's --debug-files in the 2.14+ era: the unit's debug info in the env's libc10 (no --strip)."""
+    debug_files_round_trip(main_demo)
+
+
+@pytest.mark.slow
+def test_address_sanitizer_round_trip_in_the_scikit_build_core_era(main_demo):  # noqa: F811
+    """Issue 57's --sanitize address in the 2.14+ era (cmake/EnvVarForwarding.cmake forwards USE_ASAN)."""
+    address_sanitizer_round_trip(main_demo)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import main_demo, small_demo  # noqa: F401
+from ..conftest import small_demo  # noqa: F401
 from ..helpers import UP_TO_DATE, build, checksum, imported, inv
 
 UNIT = "c10/core/unit_01.cpp"
@@ -30,9 +30,12 @@ def libc10(checkout: Path) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("era", ["2.13", "main"])
-def test_debug_files_compiles_named_units_with_debug_info_and_puts_them_back(era, request):
-    co = request.getfixturevalue("small_demo" if era == "2.13" else "main_demo")
+def test_debug_files_compiles_named_units_with_debug_info_and_puts_them_back(small_demo):  # noqa: F811
+    """The setup.py era here; the scikit-build-core era in the heavy tier (tests/heavy/test_main_era.py)."""
+    debug_files_round_trip(small_demo)
+
+
+def debug_files_round_trip(co: Path) -> None:
     build(co, "--cuda", "none")
     value, cache = checksum(co), co / "build" / "CMakeCache.txt"
     configured = cache.stat().st_mtime_ns
