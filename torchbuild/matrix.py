@@ -23,7 +23,7 @@ from . import console as _console
 from . import wheels
 from .builder import BuildRequest, Outcome, build, report
 from .builder.execute import BuildResult
-from .builder.facts import SOURCE_COMMIT, needs_cuda, source_commit
+from .builder.facts import needs_cuda
 from .builder.ownership.changes import worktree_state
 from .builder.ownership.records import read_marker
 from .builder.ownership.trees import activate_tree, build_lock
@@ -195,7 +195,6 @@ def build_in_slot(cfg: Config, request: BuildRequest, env: Mapping[str, str]) ->
         if where != cfg.source_path:
             _console.get().info(f"building in the slot {where} (a synced copy of {cfg.source_path})")
         here = dataclasses.replace(cfg, source=dataclasses.replace(cfg.source, path=str(where)))
-        env = {**env, SOURCE_COMMIT: source_commit(cfg.source_path, env) or ""}  # a slot has no git: its commit
         outcome = build_and_give_back(here, request, env) if where == cfg.source_path else build(here, request, env)
     report(outcome)
     assert outcome.result is not None

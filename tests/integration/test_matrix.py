@@ -15,7 +15,7 @@ from torchbuild.demo import make_upstream
 from torchbuild.matrix import session_name
 from torchbuild.summary import SessionRecord, write_summary
 
-from ..helpers import REAL_HOME, build, has_python, inv, project
+from ..helpers import REAL_HOME, build, git, has_python, inv, project
 from ..repo import write_repo
 
 
@@ -115,6 +115,33 @@ def test_a_slots_files_from_the_checkout_are_never_outputs_though_bdist_wheel_re
     assert (slot / "LICENSE").read_text() == license_text
     back = build(slot, "--cuda", "none", "--wheel", "--dist", str(tmp_path / "dist"))
     assert "restored the" in back.stderr and (slot / "LICENSE").read_text() == license_text
+
+
+def test_a_slots_wheel_names_the_checkouts_commit_as_its_git_version(small_demo, tmp_path):  # noqa: F811
+    """Issue 58 item 7: PyTorch's generate_torch_version.py asks git where a .git is: a slot's own git (its HEAD
+    the checkout's, the tags on it, the checkout's objects) makes torch.version.git_version the commit, not
+    "Unknown"; the checkout's .git registers nothing, and the slot's own edits show as edits."""
+    import zipfile
+
+    from torchbuild.builder import slots
+
+    head = git(small_demo, "rev-parse", "HEAD")
+    git(small_demo, "tag", "v9.9.9")
+    worktrees = git(small_demo, "worktree", "list")
+    (small_demo / "setup.cfg").write_text("# an uncommitted file, synced\n")
+    slot = tmp_path / "slot"
+    slots.sync(small_demo, slot)
+    assert git(slot, "rev-parse", "HEAD") == head and git(slot, "describe", "--tags", "--exact") == "v9.9.9"
+    assert git(slot, "status", "--porcelain", "--untracked-files=all") == "?? setup.cfg"
+    assert git(small_demo, "worktree", "list") == worktrees
+    build(slot, "--cuda", "none", "--wheel", "--dist", str(tmp_path / "dist"))
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        said = archive.read("minitorch/version.py").decode()
+    assert f"git_version = '{head}'" in said and f"+git{head[:7]}" in wheel.name
+    git(small_demo, "commit", "--allow-empty", "-qm", "another")
+    slots.sync(small_demo, slot)
+    assert git(slot, "rev-parse", "HEAD") == git(small_demo, "rev-parse", "HEAD") != head
 
 
 def test_a_slot_holds_the_repos_the_build_clones_by_itself_without_their_git(small_demo, tmp_path):

@@ -111,7 +111,7 @@ def gather(cfg: Config, request: BuildRequest, env: Mapping[str, str]) -> BuildF
                       cache.path, find_distcc(cfg, env), remote_url(cfg, env), tuple(notes), fifo, joins, shims,
                       git.buildclones.cached(git.tools(cfg)[1], checkout),
                       linker, version, trial, generator, pools.recorded(checkout),
-                      source_commit(checkout, env) if request.wheel else None,
+                      source_commit(checkout) if request.wheel else None,
                       torch_folder(checkout, choice.prefix, request.torch, driver),  # a managed env made just now
                       driver, cache.how, masquerade(cfg, cache, driver, path, not looking), preload)
 
@@ -251,15 +251,11 @@ def check_torch_at_hand(cfg: Config, checkout: Path, choice: EnvChoice, driver: 
         + f", or install one into this env first ({choice.python} -m pip install {package})")
 
 
-SOURCE_COMMIT = "TORCHBUILD_SOURCE_COMMIT"  # a matrix slot's source checkout's HEAD (the slot has no git)
-
-
-def source_commit(checkout: Path, env: Mapping[str, str]) -> str | None:
-    """The commit the checkout's files are: its HEAD, or in a matrix slot the HEAD of the checkout it copies."""
-    if (checkout / ".git").exists():
-        head = run(["git", "rev-parse", "HEAD"], cwd=checkout, capture=True, echo=False, check=False).stdout.strip()
-        return head or None
-    return env.get(SOURCE_COMMIT) or None
+def source_commit(checkout: Path) -> str | None:
+    """The commit the checkout's files are: its HEAD (a matrix slot's own git says the checkout's, slots.py)."""
+    if not (checkout / ".git").exists():
+        return None
+    return run(["git", "rev-parse", "HEAD"], cwd=checkout, capture=True, echo=False, check=False).stdout.strip() or None
 
 
 def ninja_version(prefix: Path, env: Mapping[str, str]) -> str | None:

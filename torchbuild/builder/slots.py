@@ -25,6 +25,7 @@ from ..locks import STATE, state_dir
 from ..run import run
 
 SLOT_FILES = "slot-files.json"  # in a slot's .torchbuild/: the files its last sync copied from the checkout
+SLOT_GIT = "git"  # in a slot's .torchbuild/: its own git dir (own_git)
 SLOTS_ENV = "TORCHBUILD_MATRIX_SLOTS"  # how many slots the sessions of an `inv matrix` run may use
 
 
@@ -138,7 +139,45 @@ def sync(checkout: Path, slot: Path) -> int:
     tmp = listing.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(files))
     tmp.replace(listing)
+    own_git(checkout, slot)
     return copied
+
+
+def own_git(checkout: Path, slot: Path) -> None:
+    """The slot's own git (`.torchbuild/git`, `.git` a file naming it): HEAD at the checkout's commit, the tags
+    on that commit, the index that commit's tree, the objects the checkout's (read through
+    `objects/info/alternates`, never written). git in the slot then answers as in the checkout: PyTorch's
+    tools/generate_torch_version.py asks `git rev-parse HEAD` where a `.git` is (torch.version.git_version;
+    "Unknown" without) and `git describe --tags --exact` (a release's version). The slot's edits show as
+    edits. Nothing of the checkout's .git is written (no worktree of it is registered)."""
+    head = git_out(checkout, "rev-parse", "--verify", "-q", "HEAD")
+    common = git_out(checkout, "rev-parse", "--path-format=absolute", "--git-common-dir")
+    if not head or not common:
+        return
+    gitdir = slot / STATE / SLOT_GIT
+    if not (gitdir / "HEAD").is_file():
+        run(["git", "init", "-q", "--bare", str(gitdir)], capture=True, echo=False)
+        run(["git", "--git-dir", str(gitdir), "config", "core.bare", "false"], capture=True, echo=False)
+        (gitdir / "info").mkdir(exist_ok=True)
+        (gitdir / "info" / "exclude").write_text(f"/{STATE}/\n")
+    (gitdir / "objects" / "info").mkdir(parents=True, exist_ok=True)
+    (gitdir / "objects" / "info" / "alternates").write_text(f"{common}/objects\n")
+    if (Path(common) / "shallow").is_file():
+        shutil.copy2(Path(common) / "shallow", gitdir / "shallow")
+    (slot / ".git").write_text(f"gitdir: {gitdir}\n")
+    if git_out(slot, "rev-parse", "--verify", "-q", "HEAD") == head:
+        return
+    tags = git_out(checkout, "for-each-ref", "--points-at", head, "--format=%(objectname) %(refname)", "refs/tags")
+    refs = "".join(f"{line}\n" for line in tags.splitlines() if line)
+    (gitdir / "packed-refs").write_text(f"# pack-refs with: peeled fully-peeled sorted\n{refs}")
+    shutil.rmtree(gitdir / "refs" / "tags", ignore_errors=True)
+    run(["git", "update-ref", "--no-deref", "HEAD", head], cwd=slot, capture=True, echo=False)
+    run(["git", "read-tree", head], cwd=slot, capture=True, echo=False)
+
+
+def git_out(repo: Path, *args: str) -> str:
+    done = run(["git", *args], cwd=repo, capture=True, echo=False, check=False)
+    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 def inside(slot: Path, rel: str) -> bool:

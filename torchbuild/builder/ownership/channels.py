@@ -131,8 +131,8 @@ def claimed(checkout: Path, build: Path, log: Path, previous: Mapping[str, objec
 
 
 def synced(checkout: Path) -> set[str]:
-    """A build slot's files from the source checkout (none in a git checkout, where git tells)."""
-    return set() if (checkout / ".git").exists() else source_files(checkout)
+    """A build slot's files from the source checkout, its submodules' too (none in a checkout itself)."""
+    return source_files(checkout)
 
 
 def in_place(checkout: Path, recorded: Mapping[str, object]) -> bool:
