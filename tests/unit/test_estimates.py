@@ -28,16 +28,16 @@ def recorded_build(root: Path, name: str, configure: float, kind: str | None) ->
 
 
 def test_a_first_cuda_configure_is_priced_from_cuda_configures_never_from_cpu_ones(tmp_path):
-    recorded_build(tmp_path, "a", 1.2, "configure CPU first")
-    recorded_build(tmp_path, "b", 0.3, "configure CPU again")
+    recorded_build(tmp_path, "a", 1.2, "configure a new CPU tree")
+    recorded_build(tmp_path, "b", 0.3, "configure a CPU tree again")
     recorded_build(tmp_path, "c", 0.4, None)  # a record from before kinds were recorded
     cuda = a_plan(tmp_path, cuda=True)
     assert configure_seconds(cuda, first=True) == (0.4, "the median of the earlier builds'")  # nothing better
-    history.add(cuda.history, {"configure CUDA first": 18.0})
-    history.add(cuda.history, {"configure CUDA first": 16.0})
-    assert configure_seconds(cuda, first=True) == (17.0, "the median of this machine's configure CUDA firsts")
-    recorded_build(tmp_path, "d", 21.0, "configure CUDA first")
-    assert configure_seconds(cuda, first=True) == (21.0, "the median of this checkout's earlier configure CUDA firsts")
+    history.add(cuda.history, {"configure a new CUDA tree": 18.0})
+    history.add(cuda.history, {"configure a new CUDA tree": 16.0})
+    assert configure_seconds(cuda, first=True) == (17.0, "the median of this machine's builds that configure a new CUDA tree")
+    recorded_build(tmp_path, "d", 21.0, "configure a new CUDA tree")
+    assert configure_seconds(cuda, first=True) == (21.0, "the median of this checkout's builds that configure a new CUDA tree")
     assert configure_seconds(a_plan(tmp_path, cuda=False), first=True)[0] == 1.2
     assert configure_seconds(a_plan(tmp_path, cuda=False), first=False)[0] == 0.3
 
@@ -47,11 +47,11 @@ def test_nvcc_units_no_tree_of_the_checkout_timed_are_priced_at_this_machines_cu
     (plan.checkout / "build" / ".ninja_log").write_text(
         "# ninja log v5\n0\t800\t1\tCMakeFiles/c10.dir/a.cpp.o\t1\n0\t600\t1\tCMakeFiles/c10.dir/b.cpp.o\t1\n")
     assert kind_medians(plan) == {"C++": 0.7}
-    history.add(plan.history, {"CUDA": 6.0, "C++": 9.0, "configure CPU first": 2.0})
+    history.add(plan.history, {"CUDA": 6.0, "C++": 9.0, "configure a new CPU tree": 2.0})
     medians = kind_medians(plan)
     assert medians == {"CUDA": 6.0, "C++": 0.7}  # the checkout's own C++ steps, the machine's nvcc ones
     line, wall = estimate({}, {"CMakeFiles/c10_cuda.dir/k.cu.o", "CMakeFiles/c10.dir/c.cpp.o"}, 1, "the tree",
-                          medians, (17.0, "the median of this machine's configure CUDA firsts"))
+                          medians, (17.0, "the median of this machine's builds that configure a new CUDA tree"))
     assert wall == 6.0 + 0.7 + 17.0 and "17.0s of CMake configure (the median of this machine's" in line
 
 

@@ -243,9 +243,9 @@ def configure_seconds(plan: Plan, first: bool) -> tuple[float, str] | None:
     same = [seconds for seconds, was in done if was == kind]
     machine = history.medians(plan.history).get(kind)
     if same:
-        return statistics.median(same), f"the median of this checkout's earlier {kind}s"
+        return statistics.median(same), f"the median of this checkout's builds that {kind}"
     if machine is not None:
-        return machine, f"the median of this machine's {kind}s"
+        return machine, f"the median of this machine's builds that {kind}"
     return (statistics.median(s for s, _ in done), "the median of the earlier builds'") if done else None
 
 

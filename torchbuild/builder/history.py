@@ -44,4 +44,5 @@ def medians(path: Path | None) -> dict[str, float]:
 def configure_kind(cuda: bool, first: bool) -> str:
     """A configure's kind: a CUDA tree's first one detects nvcc and its toolkit (tens of seconds), another is
     CMake reading its cache again."""
-    return f"configure {'CUDA' if cuda else 'CPU'} {'first' if first else 'again'}"
+    return f"configure a new {'CUDA' if cuda else 'CPU'} tree" if first else \
+        f"configure a {'CUDA' if cuda else 'CPU'} tree again"
