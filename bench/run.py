@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.figures import (  # noqa: E402
+    atsize,
     bisect,
     builds,
     clone,
@@ -49,7 +50,8 @@ FIGURES = {"overhead": builds.overhead, "noop": builds.noop, "clone": clone.clon
            "first_build": realworld.first_build, "drivers": main_era.driver_shapes,
            "bisect": bisect.bisect, "extension": extensions.extension,
            "extension_no_ninja": lambda bench: extensions.extension(bench, use_ninja=False),
-           "extension_real": extensions.extension_real, "debug_files": debugfiles.debug_files}
+           "extension_real": extensions.extension_real, "debug_files": debugfiles.debug_files,
+           "at_size": atsize.at_size, "at_size_main": lambda bench: atsize.at_size(bench, era="main")}
 
 
 def main() -> int:
@@ -58,7 +60,7 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=None,
                         help="clone overhead noop switch matrix matrix_vs_build distcc envs memory realworld nightly "
                              "loop main_era drivers explain shapes core_hits memory_pool bisect extension "
-                             "extension_no_ninja extension_real first_build debug_files "
+                             "extension_no_ninja extension_real first_build debug_files at_size at_size_main "
                              "(heavy: not in the default list)")
     args = parser.parse_args()
     names = args.only or ["overhead", "noop", "clone", "switch", "matrix", "distcc", "envs", "memory", "realworld",

@@ -219,8 +219,43 @@ def folder_files(base: Path) -> dict[str, str | bytes]:
             if path.is_file() and "__pycache__" not in path.parts} if base.is_dir() else {}
 
 
+@dataclass(frozen=True)
+class Size:
+    """The demo's counts in the dimensions torchbuild's own work grows with (issue 55): translation units, headers
+    installed in PyTorch's include layout (ATen/ops/*.h, as its per-operator headers), Python modules in the
+    package, megabytes libtorch carries on top of its code (a CUDA or debug library's size), and the units that
+    include the codegen's header (what a native_functions.yaml edit recompiles; None: every unit)."""
+
+    units: int = UNITS
+    headers: int = 0
+    python_files: int = 0
+    pad_mb: int = 0
+    fanout: int | None = None
+
+    def scaled(self, factor: int) -> Size:
+        """The demo's counts times `factor`: 1x is the demo, 100x PyTorch's (9,000 headers, 2,000 modules)."""
+        return Size(UNITS * factor, 90 * factor, 20 * factor, 3 * factor, 10 * factor)
+
+
+SIZES = {"demo": Size(), "pytorch": Size(units=5000, headers=9000, python_files=2000, pad_mb=300, fanout=1000)}
+
+
+def sized_files(size: Size) -> dict[str, str | bytes]:
+    """The files a Size adds to the demo's checkout: the headers, the modules, libtorch's padding."""
+    files: dict[str, str | bytes] = {
+        f"c10/include/ATen/ops/op_{i:05d}.h": f"#pragma once\nnamespace at {{ inline long op_{i:05d}(long n) "
+                                              f"{{ return n + {i}; }} }}\n" for i in range(size.headers)}
+    files.update({f"minitorch/_ops/op_{i:05d}.py": f"def op(n):\n    return n + {i}\n"
+                  for i in range(size.python_files)})
+    if size.python_files:
+        files["minitorch/_ops/__init__.py"] = f"COUNT = {size.python_files}\n"
+    if size.pad_mb:
+        files["cmake/demo_size.cmake"] = f"set(MINITORCH_PAD_MB {size.pad_mb})\n"
+    return files
+
+
 def project_files(name: str, units: int = UNITS, era: str = "2.13",
-                  heavy: bool | None = None) -> dict[str, str | bytes]:
+                  heavy: bool | None = None, size: Size | None = None) -> dict[str, str | bytes]:
     """The demo's source files for repo `name` in that era: demo_project/<name>/ plus the generated core.
     `heavy`: the attention kernel at its full weight (HEAVY_TILES); by default only in a core of UNITS or more,
     a smaller core (the tests' 4 units) gets it at the weight of a typical unit."""
@@ -242,9 +277,12 @@ def project_files(name: str, units: int = UNITS, era: str = "2.13",
                                           "fbgemm::gemm_checksum(n) + Eigen::kDemoOffset; }\n}  // namespace c10\n")
         files["c10/test/c10_test.cpp"] = ('#include "c10/core.h"\n#include <cstdio>\n'
                                           'int main() { std::printf("%ld\\n", c10::checksum(10)); }\n')
+        fanout = units if size is None or size.fanout is None else size.fanout
         for i in range(units):  # each includes the generated ATen header, as ATen's operator files do
-            files[f"c10/core/unit_{i:02d}.cpp"] = (UNIT.format(i=i) if i < UNITS else scaled_unit(i)).replace(
-                '#include "c10/core.h"', '#include "ATen/Functions.h"\n#include "c10/core.h"', 1)
+            text = UNIT.format(i=i) if i < UNITS else scaled_unit(i)
+            generated = '#include "ATen/Functions.h"\n#include "c10/core.h"' if i < fanout else '#include "c10/core.h"'
+            files[f"c10/core/unit_{i:02d}.cpp"] = text.replace('#include "c10/core.h"', generated, 1)
+        files.update(sized_files(size) if size else {})
         files["aten/src/ATen/native/native_functions.yaml"] = "".join(  # torchgen/gen.py's input
             f"- func: unit_{i:02d}(int n) -> int\n" for i in range(units))
         if units > UNITS:
@@ -295,12 +333,14 @@ def build_clone_files(up: Upstream) -> dict[str, str]:
 def make_upstream(root: Path, url_base: str | None = None,
                   extra_files: Mapping[str, Mapping[str, str | bytes]] | None = None, units: int = UNITS,
                   legacy: bool = False, project_table: bool = True, era: str = "2.13",
-                  heavy: bool | None = None) -> Upstream:
+                  heavy: bool | None = None, size: Size | None = None) -> Upstream:
     """Create the demo repos under `root` (leaves first) and return the Upstream. `era`: "2.13" builds
     through setup.py, "main" through scikit-build-core (ERAS); `legacy`: shaped like PyTorch 1.10
     (version, build requirements a Python 3.6 env can install); `project_table` False: pyproject.toml
     without PyTorch 2.8's [project] table (the split build's wheels keep setup.py's names, as up to 2.7);
-    `heavy`: the attention kernel at full weight (by default with a core of UNITS units or more)."""
+    `heavy`: the attention kernel at full weight (by default with a core of UNITS units or more); `size`: the
+    counts beyond the units (Size; its units win over `units`)."""
+    units = size.units if size else units
     root.mkdir(parents=True, exist_ok=True)
     extra = {**(extra_files or {})}
     if legacy:
@@ -324,7 +364,7 @@ def make_upstream(root: Path, url_base: str | None = None,
         if name == "pytorch":
             files["version.txt"] = VERSIONS[era]
             files["third_party/LICENSES_BUNDLED.txt"] = "The demo bundles fbgemm, asmjit and pybind11.\n"
-        files.update(project_files(name, units, era, heavy))
+        files.update(project_files(name, units, era, heavy, size))
         files.update(up.extra_files.get(name, {}))
         up.commit(name, files, f"{name}: initial")
         for path, sub in LAYOUT[name]:

@@ -66,11 +66,13 @@ def show_config(c):
 @task(help={"path": "where to put the demo (default: <cache dir>/demo)", "verbose": "show every command",
             "legacy": "shape it like PyTorch 1.10 and build it on Python 3.6",
             "era": "main (default: scikit-build-core, as PyTorch 2.14 and main) or 2.13 (setup.py)",
-            "units": "translation units in its core library (default 24; e.g. 2000 to measure relinks at scale)"})
-def demo(c, path=None, legacy=False, verbose=False, units=None, era="main"):
+            "units": "translation units in its core library (default 24; e.g. 2000 to measure relinks at scale)",
+            "size": "demo (default) or pytorch: PyTorch's counts (5,000 units, 9,000 installed headers, 2,000 "
+                    "modules, a 300 MB libtorch, a codegen input 1,000 units include)"})
+def demo(c, path=None, legacy=False, verbose=False, units=None, era="main", size="demo"):
     """Run the whole job on the embedded demo project (a small PyTorch-shaped upstream)."""
     cli.main(_root(c), "demo.demo", verbose=verbose, path=path, legacy=legacy, units=int(units) if units else None,
-             era=era)
+             era=era, size=size)
 
 
 PATCH_HELP = {"path": "the checkout (default: source.path)", "patches": "folder holding `series` (default: patches/)"}

@@ -10,17 +10,20 @@ from pathlib import Path
 from .. import builder as b
 from .. import console as _console
 from ..config import Config
-from ..demo import ERAS, UNITS, make_upstream
+from ..demo import ERAS, SIZES, make_upstream
 from ..errors import TorchbuildError
 from ..run import run
 from .clone import clone, sync
 
 
 def demo(cfg: Config, path: str | None = None, legacy: bool = False, units: int | None = None,
-         era: str = "main") -> int:
+         era: str = "main", size: str = "demo") -> int:
     """Clone, sync, patch, build and import-check the demo upstream (`era`: main builds through scikit-build-core
     as PyTorch 2.14 and main do, 2.13 through setup.py; `legacy`: as PyTorch 1.10, on Python 3.6; `units`: that
-    many translation units in its core library, to measure the edit-compile loop at scale)."""
+    many translation units in its core library, to measure the edit-compile loop at scale; `size`: "pytorch" gives
+    it PyTorch's counts, demo.SIZES)."""
+    if size not in SIZES:
+        raise TorchbuildError(f"--size {size} is not one the demo has", f"pass one of {', '.join(SIZES)}")
     if units is not None and not 1 <= units <= 20000:
         raise TorchbuildError(f"--units {units} is out of range", "pass 1 to 20000 (the default demo has 24)")
     if era not in ERAS:
@@ -31,8 +34,8 @@ def demo(cfg: Config, path: str | None = None, legacy: bool = False, units: int 
         shutil.rmtree(base / "upstream", ignore_errors=True)
         shutil.rmtree(base / "checkout", ignore_errors=True)
     with con.timed(f"make the demo upstream in {base / 'upstream'}"):
-        upstream = make_upstream(base / "upstream", legacy=legacy, units=units or UNITS,
-                                 era="2.13" if legacy else era)
+        counts = dataclasses.replace(SIZES[size], units=units or SIZES[size].units)
+        upstream = make_upstream(base / "upstream", legacy=legacy, era="2.13" if legacy else era, size=counts)
     source = dataclasses.replace(cfg.source, url=upstream.url("pytorch"), ref=None, path=str(base / "checkout"))
     demo_build = dataclasses.replace(cfg.build, min_free_gb=min(cfg.build.min_free_gb, 1.0),
                                      python="3.6" if legacy else cfg.build.python,
