@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from bench.measure import INV, Bench, repeat, stats, timed
+from torchbuild.builder.ownership.cmaketrees import tree_ninja
 from torchbuild.demo import Size, make_upstream
 
 TORCHBUILD = [str(Path(sys.executable).parent / "torchbuild"), "build"]  # the installed command: no Invoke start
@@ -46,7 +47,7 @@ def explain(self: Bench, label: str, checkout: Path, env: dict[str, str]) -> Non
 
 def noop(self: Bench, label: str, checkout: Path, env: dict[str, str]) -> None:
     ours = repeat(self.reps, lambda i: timed(TORCHBUILD + ["--path", str(checkout), "--cuda", "none"], env))
-    ninja = repeat(self.reps, lambda i: timed(["ninja", "-C", str(checkout / "build")], env))
+    ninja = repeat(self.reps, lambda i: timed(own_ninja(checkout) + ["-C", str(checkout / "build")], env))
     self.record(f"{label}: no-op against ninja's", ours, ninja, "<= ninja + 0.1 s", "torchbuild build (up to date)",
                 "ninja -C build alone")
 
@@ -64,10 +65,16 @@ def edit(self: Bench, label: str, checkout: Path, env: dict[str, str]) -> None:
         edited("ours", i)
         ours = timed(TORCHBUILD + ["--path", str(checkout), "--cuda", "none"], env)
         edited("plain", i)
-        pairs.append((ours, timed(["ninja", "-C", str(checkout / "build"), "install"], env)))
+        pairs.append((ours, timed(own_ninja(checkout) + ["-C", str(checkout / "build"), "install"], env)))
     timed(TORCHBUILD + ["--path", str(checkout), "--cuda", "none"], env)  # the tree as torchbuild keeps it
     self.record_pairs(f"{label}: one .cpp edited, against ninja's compile, link and install", pairs, "<= 1.2",
                       "torchbuild build after the edit", "ninja -C build install after the same edit")
+
+
+def own_ninja(checkout: Path) -> list[str]:
+    """The ninja the tree was configured for: another version would find its logs in a format it does not read
+    and build everything again (the env's ninja from PyPI against Debian's, say)."""
+    return [tree_ninja(checkout / "build") or "ninja"]
 
 
 def switch(self: Bench, label: str, checkout: Path, env: dict[str, str]) -> None:

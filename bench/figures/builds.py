@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.figures.atsize import own_ninja
 from bench.measure import INV, NVCC, ROOT, Bench, repeat, stats, timed
 
 
@@ -40,7 +41,7 @@ def noop(self: Bench) -> None:
     underlying = ["bash", "-c", m.group(2)]
     ours = repeat(self.reps, lambda i: self.build(checkout, env, "--cuda", "none"))
     plain = repeat(self.reps, lambda i: timed(underlying, env, cwd=checkout))
-    ninja = repeat(self.reps, lambda i: timed(["ninja", "-C", str(checkout / "build")], env))
+    ninja = repeat(self.reps, lambda i: timed(own_ninja(checkout) + ["-C", str(checkout / "build")], env))
     command = "setup.py develop" if "setup.py develop" in log else "pip install -e . --no-build-isolation"
     self.record("no-op build", ours, plain, "<= 0.2", "inv build (up to date)", f"the same {command} by hand")
     self.record("no-op build vs ninja", ours, ninja, "-", "inv build (up to date)", "ninja -C build alone")

@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from bench.figures.atsize import own_ninja
 from bench.measure import INV, Bench, stats, timed
 
 
@@ -26,8 +27,8 @@ def by_hand(checkout: Path, unit: str) -> float:
 
 
 def ninja_commands(build: Path, target: str) -> list[str]:
-    return subprocess.run(["ninja", "-C", str(build), "-t", "commands", target], capture_output=True, text=True,
-                          check=True).stdout.splitlines()
+    argv = [*own_ninja(build.parent), "-C", str(build), "-t", "commands", target]
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.splitlines()
 
 
 def debug_files(self: Bench) -> None:
