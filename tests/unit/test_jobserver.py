@@ -72,7 +72,8 @@ def test_a_slot_mirrors_the_working_tree_and_only_what_git_shows(tmp_path):
     assert slots.sync(co, slot) == 6  # .gitignore, .gitmodules, a.py, gone.py, new.py, third_party/sub/lib.c
     assert (slot / "a.py").read_text() == "A = 2  # uncommitted\n" and (slot / "new.py").exists()
     assert (slot / "third_party/sub/lib.c").read_text() == "int lib;\n"
-    assert not (slot / "junk.o").exists() and not (slot / "build").exists() and not (slot / ".git").exists()
+    assert not (slot / "junk.o").exists() and not (slot / "build").exists()
+    assert (slot / ".git").read_text() == f"gitdir: {slot / '.torchbuild' / 'git'}\n"  # its own, not the checkout's
     (co / "gone.py").unlink()
     git(co, "rm", "-q", "--cached", "gone.py")
     assert slots.sync(co, slot) == 0 and not (slot / "gone.py").exists()  # removed, nothing copied again
