@@ -158,11 +158,12 @@ def source_folders(checkout: Path, trees: list[Path]) -> dict[str, str]:
     source files' names in it: a plain `file(GLOB)` reads them at configure time only, and a new one where
     git does not look (an ignored file, a submodule marked `ignore = all`) is seen by nothing else."""
     root, folders = checkout.resolve(), set()
-    for tree in trees:
-        for source in compile_commands(tree):
-            folder = Path(source).parent
-            if folder.is_relative_to(root) and not any(folder.is_relative_to(t.resolve()) for t in trees):
-                folders.add(folder.relative_to(root).as_posix())
+    built = [t.resolve() for t in trees]
+    parents = {os.path.dirname(source) for tree in trees for source in compile_commands(tree)}  # a few, of thousands
+    for parent in parents:
+        folder = Path(parent)
+        if folder.is_relative_to(root) and not any(folder.is_relative_to(t) for t in built):
+            folders.add(folder.relative_to(root).as_posix())
     return {f: listing(checkout / f) for f in sorted(folders)}
 
 
