@@ -14,6 +14,7 @@ from ..helpers import UP_TO_DATE, build, inv, run_python
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # 240 units built twice: 173 s alone, several times that beside the tier's other tests
 def test_the_demo_at_ten_times_its_counts_builds_no_ops_and_switches_without_a_copy(tmp_path, shared, monkeypatch):
     for key, value in {**shared, "TORCHBUILD_PATHS_LOGS": str(tmp_path / "logs")}.items():
         monkeypatch.setenv(key, value)
