@@ -145,7 +145,8 @@ def active(all_units: Sequence[Unit], wanted: Sequence[Unit], recorded: Mapping[
 
 def apply(checkout: Path, changes: Sequence[Edit]) -> None:
     """Rewrite the edges' FLAGS lines (`ninja`: relative to the checkout), each build.ninja whole or not at all
-    (a temporary file, then a rename; its time kept, so that CMake's own check does not configure again)."""
+    (a temporary file, then a rename; its time kept: no check that compares build.ninja's time with CMake's
+    inputs reads the edit as a configure)."""
     by_file: dict[str, dict[str, Edit]] = {}
     for e in changes:
         by_file.setdefault(e.ninja, {})[e.output] = e
