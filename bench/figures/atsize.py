@@ -5,17 +5,21 @@ and install of one edited unit by ninja alone, a rename of the configuration's f
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
-from bench.measure import INV, Bench, repeat, stats, timed
+from bench.measure import INV, ROOT, Bench, repeat, stats, timed
 from torchbuild.builder.ownership.cmaketrees import tree_ninja
-from torchbuild.demo import Size, make_upstream
+from torchbuild.demo import Size, Upstream, make_upstream
 
 TORCHBUILD = [str(Path(sys.executable).parent / "torchbuild"), "build"]  # the installed command: no Invoke start
+BISECT_CHECK = "import minitorch, minitorch.history as h, sys; sys.exit(1 if hasattr(h, 'BROKEN') else 0)"
 
 
 def at_size(self: Bench, era: str = "2.13") -> None:
@@ -37,6 +41,87 @@ def at_size(self: Bench, era: str = "2.13") -> None:
         edit(self, label, checkout, env)
         switch(self, label, checkout, env)
         explain(self, label, checkout, env)
+        profile(self, label, checkout, env)
+        wheel(self, label, checkout, env)
+        matrix(self, label, up, checkout, env)
+        bisect(self, label, up, checkout, env)
+
+
+def profile(self: Bench, label: str, checkout: Path, env: dict[str, str]) -> None:
+    cost = repeat(3, lambda i: timed(TORCHBUILD + ["--path", str(checkout), "--cuda", "none", "--profile"], env))
+    self.results[f"{label}: --profile (s)"] = {**cost, "target": "< 2"}
+    print(f"{label}: --profile {cost['median']:.2f}s", flush=True)
+
+
+def wheel(self: Bench, label: str, checkout: Path, env: dict[str, str]) -> None:
+    """A wheel of the built configuration (nothing compiled), against writing the same files into a zip with
+    the same compression: what any wheel of them costs at least."""
+    dist = checkout.parent / f"{checkout.name}-dist"
+
+    def ours(i: int) -> float:
+        shutil.rmtree(dist, ignore_errors=True)
+        return timed(TORCHBUILD + ["--path", str(checkout), "--cuda", "none", "--wheel", "--dist", str(dist)], env)
+
+    made = repeat(3, ours)
+    unpacked = dist / "unpacked"
+    with zipfile.ZipFile(next(dist.glob("*.whl"))) as whl:
+        whl.extractall(unpacked)
+        members = [(unpacked / info.filename, info.filename) for info in whl.infolist() if not info.is_dir()]
+
+    def zipping(i: int) -> float:
+        start = time.perf_counter()
+        with zipfile.ZipFile(dist / "plain.zip", "w", zipfile.ZIP_DEFLATED) as out:
+            for path, name in members:
+                out.write(path, name)
+        return time.perf_counter() - start
+
+    plain = repeat(3, zipping)
+    shutil.rmtree(dist, ignore_errors=True)
+    timed(TORCHBUILD + ["--path", str(checkout), "--cuda", "none"], env)  # the develop configuration: still up to date
+    self.record(f"{label}: --wheel of the built tree, against zipping its files", made, plain, "-",
+                f"torchbuild build --wheel ({len(members)} files)", "zipfile, ZIP_DEFLATED, the wheel's files")
+
+
+def matrix(self: Bench, label: str, up: Upstream, checkout: Path, env: dict[str, str]) -> None:
+    """`inv matrix` (this Python, CPU) built once, then its "nothing changed" check, three times: the slot's
+    sync against the checkout and the wheel's fingerprint, at this size."""
+    proj = self.work / f"at-size-matrix-{up.root.name}"
+    proj.mkdir(exist_ok=True)
+    for name in ("tasks.py", "noxfile.py"):
+        shutil.copy(ROOT / name, proj / name)
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    (proj / "torchbuild.yaml").write_text(
+        f"source:\n  url: {up.url('pytorch')}\n  path: {checkout}\n"
+        f"matrix:\n  pythons: [\"{python}\"]\n  cudas: [\"none\"]\n"
+        f"paths:\n  cache_dir: {env['TORCHBUILD_PATHS_CACHE_DIR']}\n")
+    inv = [sys.executable, "-m", "invoke", "--search-root", str(proj)]
+    first = timed(inv + ["matrix"], env)
+    cost = repeat(3, lambda i: timed(inv + ["matrix"], env))
+    self.results[f"{label}: inv matrix, nothing changed (s)"] = {**cost, "target": "<= 2", "first": first}
+    print(f"{label}: matrix first {first:.1f}s, nothing changed {cost['median']:.2f}s", flush=True)
+
+
+def bisect(self: Bench, label: str, up: Upstream, checkout: Path, env: dict[str, str]) -> None:
+    """`inv bisect` over six Python-only commits (the regression in the fourth): its first step builds in the
+    bisection's tree from the compiler cache the checkout's build filled, every other step reuses those
+    binaries. The figure: such a step, against the check command alone in the same env."""
+    base = up.head("pytorch")
+    history = '"""Helpers changed by Python-only commits."""\n'
+    for i in range(1, 7):
+        history += "\nBROKEN = True\n" if i == 4 else f"\n\ndef helper_{i}():\n    return {i}\n"
+        up.commit("pytorch", {"minitorch/history.py": history}, f"python: change {i}")
+    bad = up.head("pytorch")
+    subprocess.run(["git", "-C", str(checkout), "fetch", "-q", "origin"], env=env, check=True)
+    start = time.perf_counter()
+    subprocess.run(INV + ["bisect", "--path", str(checkout), "--cuda", "none", "--good", base, "--bad", bad, "--",
+                          "python", "-c", BISECT_CHECK], env=env, check=True, capture_output=True)
+    wall = time.perf_counter() - start
+    state = json.loads((checkout / ".torchbuild" / "bisect" / "state.json").read_text())
+    reused = [step["seconds"] for step in state["steps"] if step["way"] in ("kept", "python")]
+    plain = repeat(3, lambda i: timed([state["python_exe"], "-c", "import minitorch"], env, cwd=checkout))
+    self.record(f"{label}: a bisect step that reuses binaries, against the check alone", stats(reused), plain, "-",
+                f"a step of inv bisect over Python-only commits ({len(reused)} of {len(state['steps'])} steps; the "
+                f"whole bisection {wall:.1f}s)", "python -c 'import minitorch' in the same env")
 
 
 def explain(self: Bench, label: str, checkout: Path, env: dict[str, str]) -> None:

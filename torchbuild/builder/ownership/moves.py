@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
 from ...errors import TorchbuildError
-from .records import safe_name, stat_of
+from .records import parts_of, safe_name, stat_of
 
 STASH = ".torchbuild-outputs"  # inside a kept tree: its configuration's files from the checkout
 
@@ -46,10 +46,11 @@ class Moves:
         self.done: list[tuple[Path, Path]] = []
 
     def move(self, src: Path, dest: Path) -> None:
-        made = []
-        for parent in reversed([dest.parent, *dest.parent.parents]):
-            if not parent.exists():
-                made.append(parent)
+        made: list[Path] = []
+        parent = dest.parent
+        while not parent.exists():  # one stat where it is there (thousands of files into one folder)
+            made.insert(0, parent)
+            parent = parent.parent
         dest.parent.mkdir(parents=True, exist_ok=True)
         try:
             shutil.move(str(src), str(dest))  # a rename, or a copy keeping the mtime across file systems
@@ -85,40 +86,70 @@ def reason(exc: OSError) -> str:
 
 def stash(checkout: Path, tree: Path, recorded: Mapping[str, object], moves: Moves) -> int:
     """Move the configuration's files (those still as its build left them) out of the checkout into its
-    tree; how many moved."""
-    moved = 0
+    tree, a folder holding nothing else in one rename; how many files moved."""
+    names, count = still_ours(checkout, recorded)
+    for name in names:
+        moves.move(checkout / name, tree / STASH / name)
+    return count
+
+
+def still_ours(root: Path, recorded: Mapping[str, object]) -> tuple[list[str], int]:
+    """What of `root` to move for a configuration: each of its files still as its build left them, and in their
+    stead each folder that holds nothing else (PyTorch's 9,000 headers in include/: one rename, not 9,000).
+    Never anything behind a link: each folder on the way is looked at once. The names, and how many files."""
+    names, count, _ = owned_in(str(root), "", folders_of(recorded))
+    return names, count
+
+
+def folders_of(recorded: Mapping[str, object]) -> dict[str, object]:
+    """A record's names as nested folders: a name to its recorded stat (a file) or to a dict (a folder)."""
+    top: dict[str, object] = {}
     for name, stat in recorded.items():
-        src = checkout / name
-        if not within(src, checkout) or stat_of(src) != stat:
+        parts = parts_of(name)
+        node: object = top
+        for part in (parts or [])[:-1]:
+            node = node.setdefault(part, {}) if isinstance(node, dict) else None
+        if parts and isinstance(node, dict) and not isinstance(node.get(parts[-1]), dict):
+            node[parts[-1]] = stat
+    return top
+
+
+def owned_in(root: str, rel: str, node: dict[str, object]) -> tuple[list[str], int, bool]:
+    """In the real folder `rel` of `root`: the names to move, how many files they hold, and whether the folder
+    holds nothing but them (a file of someone's, a file changed since, an empty folder: it does not)."""
+    try:
+        with os.scandir(os.path.join(root, rel)) as found:
+            present = {entry.name: entry for entry in found}
+    except OSError:
+        return [], 0, False
+    names, count, whole = [], 0, present.keys() == node.keys()
+    for name, sub in node.items():
+        entry, path = present.get(name), f"{rel}/{name}" if rel else name
+        if entry is None:
             continue
-        moves.move(src, tree / STASH / name)
-        moved += 1
-    return moved
+        if isinstance(sub, dict):
+            inner, n, all_ours = owned_in(root, path, sub) if entry.is_dir(follow_symlinks=False) else ([], 0, False)
+            names += [path] if all_ours else inner
+            count, whole = count + n, whole and all_ours
+        elif stat_of(entry.path) == sub:
+            names.append(path)
+            count += 1
+        else:
+            whole = False
+    return names, count, whole
 
 
 def tidy(checkout: Path, names: Iterable[str]) -> None:
     """Remove the folders the moved files left empty, up to the checkout (a folder git tracks files in is
     never empty), and top-level folders of them that hold no file any more (a CMake tree outside build/
     keeps a few empty ones, CMakeFiles/CMakeScratch)."""
-    for name in names:
-        prune((checkout / name).parent, checkout)
+    names = list(names)
+    for folder in sorted({(checkout / name).parent for name in names}, key=lambda f: -len(f.parts)):
+        prune(folder, checkout)
     for top in sorted({name.split("/", 1)[0] for name in names if "/" in name}):
         folder = checkout / top
         if folder.is_dir() and not folder.is_symlink() and not any(files for _, _, files in os.walk(folder)):
             shutil.rmtree(folder, ignore_errors=True)
-
-
-def kept_files(folder: Path) -> list[str]:
-    """The files a kept tree's stash holds, relative to it. A link in it (or the stash itself a link) is
-    nobody's: never followed, never moved back (the build would write through it, outside the checkout)."""
-    if folder.is_symlink():
-        return []
-    out = []
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
-        out += [(Path(root) / f).relative_to(folder).as_posix() for f in files
-                if not os.path.islink(os.path.join(root, f))]
-    return sorted(n for n in out if safe_name(n))
 
 
 def restore(checkout: Path, tree: Path, moves: Moves) -> tuple[int, str | None]:
@@ -131,14 +162,63 @@ def restore(checkout: Path, tree: Path, moves: Moves) -> tuple[int, str | None]:
 def all_back(kept: Path, root: Path, moves: Moves, blocked_by: str) -> tuple[int, str | None]:
     """Move every file of a stash back under `root`, or none where one would go over a file or through a link;
     how many moved, and (`blocked_by`, with the first in the way) why none did."""
-    names = kept_files(kept)
-    blocked = [n for n in names if os.path.lexists(root / n) or not within(root / n, root)]
+    if kept.is_symlink() or not kept.is_dir():
+        return 0, None
+    planned, count, blocked = back_to(str(kept), str(root), "")
     if blocked:
-        return 0, blocked_by.format(blocked[0])
-    for name in names:
+        return 0, blocked_by.format(blocked)
+    for name in planned:
         moves.move(kept / name, root / name)
     shutil.rmtree(kept, ignore_errors=True)
-    return len(names), None
+    return count, None
+
+
+def back_to(kept: str, root: str, rel: str) -> tuple[list[str], int, str | None]:
+    """The names of the stash's folder `rel` to move back under `root`: a folder missing there in one rename
+    (where nothing in it is a link), else its files; a link in the stash is nobody's and stays. The names, how
+    many files they hold, and the first name in the way (a file there, or a link where a folder goes)."""
+    names: list[str] = []
+    count = 0
+    with os.scandir(os.path.join(kept, rel)) as found:
+        entries = sorted(found, key=lambda e: e.name)
+    for entry in entries:
+        name = f"{rel}/{entry.name}" if rel else entry.name
+        dest = os.path.join(root, name)
+        if entry.is_symlink() or not safe_name(name):
+            continue
+        if not entry.is_dir():
+            if os.path.lexists(dest):
+                return [], 0, name
+            names.append(name)
+            count += 1
+            continue
+        files = None if os.path.lexists(dest) else plain_files(entry.path)
+        if os.path.islink(dest) or os.path.lexists(dest) and not os.path.isdir(dest):
+            return [], 0, name
+        inner, n, blocked = ([name], files, None) if files is not None else back_to(kept, root, name)
+        if blocked:
+            return [], 0, blocked
+        names += inner
+        count += n
+    return names, count, None
+
+
+def plain_files(folder: str) -> int | None:
+    """How many files a folder holds, where nothing in it is a link (None: one is, or it cannot be read)."""
+    count, todo = 0, [folder]
+    try:
+        while todo:
+            with os.scandir(todo.pop()) as found:
+                for entry in found:
+                    if entry.is_symlink():
+                        return None
+                    if entry.is_dir():
+                        todo.append(entry.path)
+                    else:
+                        count += 1
+    except OSError:
+        return None
+    return count
 
 
 def remove(checkout: Path, recorded: Mapping[str, object]) -> list[str]:
@@ -178,21 +258,22 @@ def env_owner(prefix: Path, names: Iterable[str]) -> str | None:
 def stash_env(tree: Path, prefix: Path, checkout: Path, recorded: Mapping[str, object], moves: Moves) -> int:
     """Move the files this checkout's editable install put into the env (scikit-build-core: its compiled
     outputs in site-packages, the redirect hook, the dist-info) into its tree, the ones still as its build
-    left them, and only while the env's install is this checkout's (a copied checkout's record names
-    another's); how many moved. Taking them out uninstalls the configuration."""
+    left them, a folder holding nothing else in one rename, and only while the env's install is this
+    checkout's (a copied checkout's record names another's); how many moved. Taking them out uninstalls the
+    configuration."""
     if env_owner(prefix, recorded) != checkout.resolve().as_uri():
         return 0
-    moved = []
-    for name, stat in recorded.items():
-        src = prefix / name
-        if within(src, prefix) and stat_of(src) == stat:
-            moves.move(src, tree / ENV_STASH / name)
-            moved.append(name)
-    drop_bytecode(prefix / name for name in moved if name.endswith(".py"))  # else <package>/__pycache__ stays:
-    for name in moved:  # an empty namespace package that shadows the next install. Then the dist-info's folder
-        prune((prefix / name).parent / "__pycache__", prefix)  # and the package's, where nothing else is left
-        prune((prefix / name).parent, prefix)
-    return len(moved)
+    sources = [prefix / name for name in recorded if name.endswith(".py")]
+    drop_bytecode(sources)  # else <package>/__pycache__ stays: an empty namespace package that shadows the next
+    for folder in {source.parent / "__pycache__" for source in sources}:  # install
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+    names, count = still_ours(prefix, recorded)
+    for name in names:
+        moves.move(prefix / name, tree / ENV_STASH / name)
+    for folder in sorted({(prefix / name).parent for name in names}, key=lambda f: -len(f.parts)):
+        prune(folder, prefix)  # the dist-info's folder and the package's, where nothing else is left
+    return count
 
 
 def restore_env(tree: Path, prefix: Path, checkout: Path, moves: Moves) -> tuple[int, str | None]:
@@ -200,12 +281,12 @@ def restore_env(tree: Path, prefix: Path, checkout: Path, moves: Moves) -> tuple
     there now, never beside another install of the project (the build then goes the whole way); how many
     moved, and why none did."""
     kept = tree / ENV_STASH
-    names = kept_files(kept)
-    if not names:
+    if kept.is_symlink() or not kept.is_dir():
         return 0, None
-    if env_owner(kept, names) != checkout.resolve().as_uri():
+    infos = [p.relative_to(kept).as_posix() for p in kept.glob("lib/python*/site-packages/*.dist-info/*")]
+    if env_owner(kept, infos) != checkout.resolve().as_uri():
         return 0, "its kept install is another checkout's"
-    projects = {n.split("/")[-2].split("-")[0].lower() for n in names if n.endswith(".dist-info/RECORD")}
+    projects = {n.split("/")[-2].split("-")[0].lower() for n in infos if n.endswith(".dist-info/RECORD")}
     for info in prefix.glob("lib/python*/site-packages/*.dist-info"):
         if info.name.split("-")[0].lower() in projects:
             return 0, f"the env holds another install of it ({info.name})"
@@ -236,13 +317,19 @@ def python_side_kept(checkout: Path, recorded: Mapping[str, object]) -> Iterator
 def drop_bytecode(sources: Iterable[Path]) -> int:
     """Remove Python's cached bytecode of these sources (`__pycache__/<stem>.*.pyc`): Python trusts a cache by
     its source's size and mtime in whole seconds, so a file rewritten at the same size within the second the
-    cache was written (version.py at another commit) would import as before. How many were removed."""
-    dropped = 0
+    cache was written (version.py at another commit) would import as before. Each `__pycache__` is listed once
+    (2,000 modules in one package). How many were removed."""
+    stems: dict[Path, set[str]] = {}
     for source in sources:
-        for cached in source.parent.glob(f"__pycache__/{source.stem}.*.pyc"):
-            with contextlib.suppress(OSError):
-                cached.unlink()
-                dropped += 1
+        stems.setdefault(source.parent / "__pycache__", set()).add(source.stem)
+    dropped = 0
+    for cache, wanted in stems.items():
+        with contextlib.suppress(OSError), os.scandir(cache) as found:
+            for entry in list(found):
+                if entry.name.endswith(".pyc") and entry.name.split(".", 1)[0] in wanted:
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
+                        dropped += 1
     return dropped
 
 
