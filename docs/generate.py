@@ -5,7 +5,8 @@
 
 - reference/configuration.md: every setting of Config, from its fields' metadata;
 - reference/tasks.md: every task with its flags, from the tasks' own help (what `--help` prints);
-- the figures table of performance.md, from bench/results.json, each figure with its machine and date.
+- the figures table of performance.md, from bench/results.json, each figure with its machine and date;
+- bench/README.md's at-size tables (issue 55), a row per scale, one table per era, from the same figures.
 """
 
 from __future__ import annotations
@@ -133,6 +134,60 @@ def performance(current: str) -> str:
     return re.sub(r"<!-- bench:start -->.*<!-- bench:end -->", lambda _: block, current, flags=re.S)
 
 
+AT_SIZE = re.compile(r"^at size (\d+)x \((.*); (2\.13|main)\): (.*)$")
+AT_SIZE_COLUMNS = {  # the figure's name after the scale: the column it fills
+    "first build (s)": "first build",
+    "no-op against ninja's": "no-op: torchbuild / ninja's no-op",
+    "one .cpp edited, against ninja's compile, link and install": "one .cpp edited: torchbuild / ninja install",
+    "switch back, against renaming its folders": "switch back",
+    "--explain (s)": "--explain",
+    "--profile (s)": "--profile",
+    "--wheel of the built tree, against zipping its files": "--wheel: torchbuild / zipping its files",
+    "inv matrix, nothing changed (s)": "inv matrix, nothing changed",
+    "a bisect step that reuses binaries, against the check alone": "a bisect step reusing binaries / the check",
+    "RECORD re-stamped for another version (s)": "RECORD re-stamped",
+}
+
+
+def _at_size_cell(column: str, r: dict[str, Any]) -> str:
+    if "rows" in r:
+        return f"{r['median'] * 1000:.0f} ms ({r['rows']} rows)"
+    if "ratio" not in r:
+        return f"{r['median']:.2f} s"
+    ours, plain = r["ours"]["median"], r["plain"]["median"]
+    if column.startswith("no-op"):
+        return f"{ours:.3f} / {plain:.3f} s (+{ours - plain:.2f} s)"
+    if column == "switch back":
+        return f"{ours:.2f} s"
+    return f"{ours:.2f} / {plain:.2f} s = {r['ratio']:.2f}x"
+
+
+def at_size(results_file: Path = ROOT / "bench" / "results.json") -> str:
+    """A table per era: a row per scale, a column per figure, each figure's medians (and its ratio)."""
+    data = json.loads(results_file.read_text())
+    rows: dict[str, dict[int, dict[str, str]]] = {}
+    for name, r in data["results"].items():
+        found = AT_SIZE.match(name)
+        if found and found[4] in AT_SIZE_COLUMNS:
+            scale = rows.setdefault(found[3], {}).setdefault(int(found[1]), {"scale": f"{found[1]}x ({found[2]})"})
+            scale[AT_SIZE_COLUMNS[found[4]]] = _at_size_cell(AT_SIZE_COLUMNS[found[4]], r)
+    tables = []
+    for era, scales in sorted(rows.items()):
+        header = ["scale", *AT_SIZE_COLUMNS.values()]
+        lines = [f"### {'setup.py era (2.13)' if era == '2.13' else 'scikit-build-core era (main)'}", "",
+                 "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(_cell(row.get(c, "not measured")) for c in header) + " |"
+                  for _, row in sorted(scales.items())]
+        tables.append("\n".join(lines))
+    return "\n\n".join(tables)
+
+
+def bench_readme(current: str) -> str:
+    said = GENERATED.format(source="bench/results.json")
+    block = f"<!-- atsize:start -->\n{said}\n\n{at_size()}\n<!-- atsize:end -->"
+    return re.sub(r"<!-- atsize:start -->.*<!-- atsize:end -->", lambda _: block, current, flags=re.S)
+
+
 def local_links(markdown: str) -> list[str]:
     """The targets of a page's links that are files of this repository (no scheme, no anchor)."""
     targets = re.findall(r"\]\(([^)\s]+)\)", markdown)
@@ -141,10 +196,11 @@ def local_links(markdown: str) -> list[str]:
 
 def pages() -> dict[Path, str]:
     """Every generated page's path and the text it must hold."""
-    perf = DOCS / "performance.md"
+    perf, bench = DOCS / "performance.md", ROOT / "bench" / "README.md"
     return {DOCS / "reference" / "configuration.md": configuration() + "\n",
             DOCS / "reference" / "tasks.md": tasks() + "\n",
-            perf: performance(perf.read_text())}
+            perf: performance(perf.read_text()),
+            bench: bench_readme(bench.read_text())}
 
 
 def main(argv: list[str] | None = None) -> int:
