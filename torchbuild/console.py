@@ -40,7 +40,8 @@ def secret_values(variables: Mapping[str, str]) -> list[str]:
 
 def mask(text: str) -> str:
     """`text` with url credentials and registered secrets replaced by ***."""
-    text = CREDENTIALS.sub(_hide_credentials, text)
+    if "://" in text:
+        text = CREDENTIALS.sub(_hide_credentials, text)
     for secret in sorted(_secrets, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, "***")

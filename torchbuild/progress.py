@@ -11,7 +11,16 @@ NINJA = re.compile(r"^\[(\d+)/(\d+)\]\s+(.*)$")
 MAKE = re.compile(r"^\[\s*(\d+)%\]\s+(.*)$")
 ERROR = re.compile(r"(\berror\b:|\berror:|^CMake Error|^FAILED: |fatal error|undefined reference|"
                    r"Killed signal terminated|nvcc fatal|ninja: build stopped|^Error: )", re.IGNORECASE)
+ERROR_WORDS = ("error", "failed: ", "undefined reference", "killed signal", "fatal", "build stopped")  # each of
+# ERROR's, lower-cased: a line without one is not searched (a build prints thousands of lines)
 COMPILE = re.compile(r"\b(Building (CXX|C|CUDA) object|Compiling)\b")
+INSTALLED = ("-- Installing: ", "-- Up-to-date: ")  # CMake's install, a line a file: 9,000 headers in PyTorch's
+
+
+def an_error(line: str) -> bool:
+    """Whether a line reads as a build error (ERROR), looked for only where one of its words is."""
+    lower = line.lower()
+    return any(word in lower for word in ERROR_WORDS) and ERROR.search(line) is not None
 
 
 @dataclass(frozen=True)
@@ -70,13 +79,15 @@ class Tracker:
     def feed(self, line: str) -> str | None:
         """Take one output line; return the new progress text, or None."""
         self.lines.append(line)
-        if not self.error_context and ERROR.search(line):
+        if not self.error_context and an_error(line):
             self.error_context = [line]
         elif self.error_context and len(self.error_context) < 8:
             self.error_context.append(line)
+        if line.startswith(INSTALLED):
+            return None
         step = parse_step(line)
-        if step is None:
-            if RAW_COMPILE.search(line) and OUTPUT.search(line):  # setuptools' build_ext compiling a unit itself
+        if step is None:  # setuptools' build_ext compiling a unit itself?
+            if "-c" in line and RAW_COMPILE.search(line) and OUTPUT.search(line):
                 self.compiles += 1
                 return f"compiling {target_name(line)}"
             return None

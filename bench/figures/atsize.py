@@ -186,7 +186,7 @@ def edit(self: Bench, label: str, checkout: Path, env: dict[str, str]) -> None:
         edited("ours", i)
         if i == 0:  # what the build will run (the scikit-build-core era: pip's wheel, zipped, or the shortcut)
             said = subprocess.run(TORCHBUILD + ["--path", str(checkout), "--cuda", "none", "--dry-run"], env=env,
-                                  capture_output=True, text=True).stderr
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
             verdict = next((ln.split("verdict: ", 1)[1] for ln in said.splitlines() if "verdict: " in ln), "?")
         ours.append(timed(TORCHBUILD + ["--path", str(checkout), "--cuda", "none"], env))
     for i in range(3):

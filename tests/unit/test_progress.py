@@ -41,3 +41,23 @@ def test_an_exited_compiler_not_yet_reaped_is_not_counted():
         time.sleep(0.01)
     assert child.pid not in usage.processes()  # `inv matrix`'s "most compilers at once" never counts one
     child.wait()
+
+
+def test_every_kind_of_error_line_is_still_caught_after_thousands_of_install_lines():
+    """Issue 55: each line of CMake's install (9,000 at PyTorch's size) is no longer searched for an error or a
+    step, and a line is searched only where one of the error's words is: every kind of error still reads as one."""
+    errors = ["a.cpp:3:1: error: expected ';'", "CMake Error at CMakeLists.txt:4 (message):", "FAILED: x.o",
+              "a.cpp:1:10: fatal error: b.h: No such file or directory", "x.o: undefined reference to `f'",
+              "c++: fatal error: Killed signal terminated program cc1plus", "nvcc fatal   : Unsupported gpu",
+              "ninja: build stopped: subcommand failed.", "Error: no such target", "ld: ERROR: bad"]
+    for error in errors:
+        tracker = Tracker()
+        assert [tracker.feed(f"-- Up-to-date: /co/pkg/include/ATen/ops/op_{i}.h") for i in range(3000)] == \
+            [None] * 3000
+        tracker.feed("[3/9] Building CXX object c10/CMakeFiles/c10.dir/core/a.cpp.o")
+        tracker.feed(error)
+        assert error in tracker.error_report(), error
+    quiet = Tracker()
+    for line in ("-- Installing: /co/pkg/include/error_handling.h", "warning: unused variable 'terror'"):
+        quiet.feed(line)
+    assert quiet.error_context == []

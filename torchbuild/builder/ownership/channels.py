@@ -93,16 +93,20 @@ def tree_files(checkout: Path, tree: str) -> set[str]:
 
 
 def tracked(checkout: Path, names: Iterable[str]) -> set[str]:
-    """The names git tracks, in the checkout or a submodule (a build never owns one; none without git)."""
-    names = sorted(names)
+    """The names git tracks, in the checkout or a submodule (a build never owns one; none without git). Asked
+    by their folders, few, and not name by name: git matches each pathspec against each index entry, and 9,000
+    headers' names took 0.8 s where their folder takes milliseconds. A top-level name is asked as itself (its
+    folder would be the whole tree, every submodule's files included)."""
+    names = set(names)
     if not names or not (checkout / ".git").exists():
         return set()
+    asked = sorted({name.rpartition("/")[0] or name for name in names})
     found: set[str] = set()
-    for i in range(0, len(names), 2000):  # PyTorch installs ten thousand headers: a command line each 2000
-        listed = run(["git", "ls-files", "-z", "--recurse-submodules", "--", *names[i:i + 2000]], cwd=checkout,
-                     capture=True, echo=False, check=False).stdout
+    for i in range(0, len(asked), 2000):
+        listed = run(["git", "--literal-pathspecs", "ls-files", "-z", "--recurse-submodules", "--",
+                      *asked[i:i + 2000]], cwd=checkout, capture=True, echo=False, check=False).stdout
         found |= set(filter(None, listed.split("\0")))
-    return found
+    return found & names
 
 
 def claimed(checkout: Path, build: Path, log: Path, previous: Mapping[str, object], previous_trees: Iterable[str],
@@ -123,11 +127,11 @@ def claimed(checkout: Path, build: Path, log: Path, previous: Mapping[str, objec
         names |= manifest(folder, checkout) | ninja_outputs(folder, checkout, ninja)
     for tree in outside:
         names |= tree_files(checkout, tree)
-    names |= {n for n, st in previous.items() if stat_of(checkout / n) == st}
-    names = {n for n in names if safe_name(n)}
+    base = str(checkout)  # each name's stat taken once, on plain strings: 11,000 names at PyTorch's size
+    now = {name: stat_of(os.path.join(base, name)) if safe_name(name) else None for name in {*names, *previous}}
+    names = {n for n in names if now[n] is not None} | {n for n, st in previous.items() if now[n] == st is not None}
     names -= tracked(checkout, names) | synced(checkout)
-    stats = {n: st for n in sorted(names) if (st := stat_of(checkout / n)) is not None}
-    return stats, configured
+    return {n: st for n in sorted(names) if (st := now[n]) is not None}, configured
 
 
 def synced(checkout: Path) -> set[str]:
