@@ -62,12 +62,18 @@ def main() -> int:
                              "loop main_era drivers explain shapes core_hits memory_pool bisect extension "
                              "extension_no_ninja extension_real first_build debug_files at_size at_size_main "
                              "(heavy: not in the default list)")
+    parser.add_argument("--work", type=Path, default=None,
+                        help="a folder to work in, kept after the run (default: a temporary one): a second run there "
+                             "reuses what the first built (at_size: each scale's checkout, its first build not "
+                             "measured again)")
     args = parser.parse_args()
     names = args.only or ["overhead", "noop", "clone", "switch", "matrix", "distcc", "envs", "memory", "realworld",
                           "nightly", "loop", "main_era", "drivers", "explain", "shapes", "core_hits", "memory_pool",
                           "bisect", "extension", "extension_no_ninja", "debug_files"]
     with tempfile.TemporaryDirectory(prefix="tb-bench-") as tmp:
-        bench = Bench(args.quick, Path(tmp))
+        work = args.work.resolve() if args.work else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        bench = Bench(args.quick, work)
         for name in names:
             FIGURES[name](bench)
     out = ROOT / "bench" / "results.json"

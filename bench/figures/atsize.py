@@ -31,15 +31,19 @@ def at_size(self: Bench, era: str = "2.13") -> None:
     for factor in (1, 10) if self.quick else (1, 10, 100):
         size = Size().scaled(factor)
         name = f"at-size-{era}-{factor}x"
-        up = make_upstream(self.work / f"{name}-up", era=era, size=size)
         env = {**self.env, "TORCHBUILD_PATHS_CACHE_DIR": str(self.work / f"{name}-cache")}
         checkout = self.work / f"{name}-co"
-        timed(INV + ["clone", "--url", up.url("pytorch"), "--path", str(checkout)], env)
-        first = timed(TORCHBUILD + ["--path", str(checkout), "--cuda", "none"], env)
         label = f"at size {factor}x ({size.units} units, {size.headers} headers, {size.python_files} modules, " \
                 f"{size.pad_mb} MB pad; {era})"
-        print(f"{label}: first build {first:.1f}s", flush=True)
-        self.results[f"{label}: first build (s)"] = {**stats([first]), "target": "-"}
+        if (checkout / "build" / ".torchbuild.json").is_file():  # `--work` again: built by an earlier run
+            up = Upstream(self.work.resolve() / f"{name}-up", (self.work.resolve() / f"{name}-up").as_uri())
+            timed(TORCHBUILD + ["--path", str(checkout), "--cuda", "none"], env)  # the release tree, current
+        else:
+            up = make_upstream(self.work / f"{name}-up", era=era, size=size)
+            timed(INV + ["clone", "--url", up.url("pytorch"), "--path", str(checkout)], env)
+            first = timed(TORCHBUILD + ["--path", str(checkout), "--cuda", "none"], env)
+            print(f"{label}: first build {first:.1f}s", flush=True)
+            self.results[f"{label}: first build (s)"] = {**stats([first]), "target": "-"}
         for figure in (noop, edit, switch, explain, profile, wheel, matrix, bisect, restamp):
             if figure is not restamp or era == "main":
                 guarded(self, label, figure, up, checkout, env)
