@@ -138,6 +138,7 @@ AT_SIZE = re.compile(r"^at size (\d+)x \((.*); (2\.13|main)\): (.*)$")
 AT_SIZE_COLUMNS = {  # the figure's name after the scale: the column it fills
     "first build (s)": "first build",
     "no-op against ninja's": "no-op: torchbuild / ninja's no-op",
+    "no-op against the plain recipe's": "no-op: torchbuild / the plain recipe's",
     "one .cpp edited, against ninja's compile, link and install": "one .cpp edited: torchbuild / ninja install",
     "switch back, against renaming its folders": "switch back",
     "--explain (s)": "--explain",
@@ -155,7 +156,7 @@ def _at_size_cell(column: str, r: dict[str, Any]) -> str:
     if "ratio" not in r:
         return f"{r['median']:.2f} s"
     ours, plain = r["ours"]["median"], r["plain"]["median"]
-    if column.startswith("no-op"):
+    if column.startswith("no-op: torchbuild / ninja"):
         return f"{ours:.3f} / {plain:.3f} s (+{ours - plain:.2f} s)"
     if column == "switch back":
         return f"{ours:.2f} s"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -170,10 +171,28 @@ def explain(self: Bench, label: str, checkout: Path, env: dict[str, str]) -> Non
 
 
 def noop(self: Bench, label: str, checkout: Path, env: dict[str, str]) -> None:
+    """The no-op against ninja's own, and against the plain recipe's: the build command torchbuild ran (its
+    log's first line: setup.py develop, or pip's editable install) run by hand, after which torchbuild's next
+    build rightly goes the whole way (run here, untimed)."""
+    recipe = plain_recipe(self, checkout)
     ours = repeat(self.reps, lambda i: timed(TORCHBUILD + ["--path", str(checkout), "--cuda", "none"], env))
     ninja = repeat(self.reps, lambda i: timed(own_ninja(checkout) + ["-C", str(checkout / "build")], env))
     self.record(f"{label}: no-op against ninja's", ours, ninja, "<= ninja + 0.1 s", "torchbuild build (up to date)",
                 "ninja -C build alone")
+    plain = repeat(3, lambda i: timed(["bash", "-c", recipe], env, cwd=checkout))
+    timed(TORCHBUILD + ["--path", str(checkout), "--cuda", "none"], env)
+    self.record(f"{label}: no-op against the plain recipe's", ours, plain, "<= 0.05", "torchbuild build (up to date)",
+                f"the same {'setup.py develop' if 'setup.py' in recipe else 'pip install -e .'} by hand")
+
+
+def plain_recipe(self: Bench, checkout: Path) -> str:
+    """The build command of torchbuild's last build in `checkout`, as its log's first line says it."""
+    for log in sorted((self.work / "logs").rglob("*.log"), key=lambda p: p.stat().st_mtime, reverse=True):
+        first = log.read_text(errors="replace").split("\n", 1)[0]
+        said = re.match(rf"\(cd {re.escape(str(checkout))} && (.*)\)$", first)
+        if said:
+            return said.group(1)
+    raise RuntimeError(f"no build log of {checkout} in {self.work / 'logs'}")
 
 
 def edit(self: Bench, label: str, checkout: Path, env: dict[str, str]) -> None:
