@@ -3,6 +3,7 @@ out of an env leaves behind (issue 54)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -64,3 +65,22 @@ def test_a_switch_out_of_an_env_leaves_no_bytecode_folder_behind(tmp_path):
                 for n in names}
     assert stash_env(tree, prefix, checkout, recorded, Moves()) == 3
     assert not package.exists() and not info.exists()
+
+
+def test_a_dry_run_started_ahead_answers_its_verdict_and_never_a_later_question(tmp_path):
+    """Issue 55: ninja's dry run starts beside git's status (the no-op at PyTorch's size waits for both at once).
+    Its answer is taken once; one left untaken is dropped with the verdict, so a question asked after a build
+    (the tree changed since) is asked of ninja again."""
+    from torchbuild.builder.ownership.uptodate import AHEAD, ahead, dry_run, forget_ahead
+
+    tree = tmp_path / "build"
+    tree.mkdir()
+    (tmp_path / "in.txt").write_text("1")
+    (tree / "build.ninja").write_text(f"rule copy\n  command = cp $in $out\nbuild out.txt: copy {tmp_path}/in.txt\n")
+    ninja = shutil.which("ninja")
+    ahead([tree], os.environ["PATH"])
+    assert dry_run(ninja, tree)[1] == [f"cp {tmp_path}/in.txt out.txt"] and not AHEAD  # started ahead, taken
+    ahead([tree], os.environ["PATH"])
+    forget_ahead()  # the verdict made without asking it
+    subprocess.run([ninja, "-C", str(tree)], check=True, capture_output=True)  # the build
+    assert dry_run(ninja, tree) == ([], [])  # asked again: nothing to do now, not the stale copy step

@@ -77,7 +77,7 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
     with build_lock(plan.checkout):  # setup.py builds in the checkout's build/: one build at a time
         result.waited_for_checkout = time.monotonic() - asked
         importable = switch_in(plan, opts)
-        state = read_state(plan)
+        state = read_state(plan, base_env)
         plan = with_remedies(plan, state.remedies)
         verdict = decide_tree(plan, state, opts, base_env)
         result.verdict = verdict

@@ -36,7 +36,9 @@ from .ownership.records import (
 from .ownership.trees import trees_dir
 from .ownership.uptodate import (
     NinjaWork,
+    ahead,
     env_install_dir,
+    forget_ahead,
     installed,
     ninja_work,
     nothing_to_do,
@@ -137,7 +139,7 @@ def decide(plan: Plan, request: BuildRequest, base_env: Mapping[str, str]) -> Ve
                                        "binaries come back without a compile, then it rebuilds what changed since")
         return Verdict(Way.WHOLE_WAY, f"no tree of {plan.key} yet: a build from nothing",
                        commands=whole_commands(plan))
-    return decide_tree(plan, read_state(plan), request, base_env)
+    return decide_tree(plan, read_state(plan, base_env), request, base_env)
 
 
 def unseen(checkout: Path) -> list[tuple[str, str | None]]:
@@ -151,7 +153,7 @@ def unseen(checkout: Path) -> list[tuple[str, str | None]]:
     return Evidence(files).now(checkout)
 
 
-def read_state(plan: Plan) -> State:
+def read_state(plan: Plan, base_env: Mapping[str, str]) -> State:
     """The tree in build/ (the plan's configuration's) as the build finds it."""
     checkout, build = plan.checkout, plan.checkout / "build"
     marker = read_marker(build) if build.exists() else None
@@ -159,7 +161,13 @@ def read_state(plan: Plan) -> State:
     plan = with_remedies(plan, remedies)
     configured = configured_trees(marker)
     trees = cmaketrees.found(checkout, build, configured)
-    tree = worktree(checkout) if not plan.wheel and (checkout / ".git").exists() else None
+    if marker is not None:
+        ahead(trees, str(plan.changes.get("PATH") or base_env.get("PATH", "")))  # beside git's status
+    try:
+        tree = worktree(checkout) if not plan.wheel and (checkout / ".git").exists() else None
+    except BaseException:
+        forget_ahead()
+        raise
     return State(marker, remedies, recorded_outputs(marker), tuple(configured), tuple(trees), stamp_parts(plan),
                  tree)
 
@@ -180,8 +188,17 @@ def whole_commands(plan: Plan) -> tuple[Command, ...]:
 
 
 def decide_tree(plan: Plan, state: State, request: BuildRequest, base_env: Mapping[str, str]) -> Verdict:
-    """The verdict for the tree in build/, this configuration's (see the module's doc). Wherever the tree is
-    kept, the outputs that read a file whose content changed though its time says otherwise go first."""
+    """The verdict for the tree in build/, this configuration's (see the module's doc). A dry run started
+    ahead (read_state) answers this verdict or none: what it saw is gone once the verdict is made."""
+    try:
+        return decided_tree(plan, state, request, base_env)
+    finally:
+        forget_ahead()
+
+
+def decided_tree(plan: Plan, state: State, request: BuildRequest, base_env: Mapping[str, str]) -> Verdict:
+    """decide_tree's verdict. Wherever the tree is kept, the outputs that read a file whose content changed
+    though its time says otherwise go first."""
     plan = with_remedies(plan, state.remedies)
     whole = whole_commands(plan)
     if request.clean:
