@@ -10,7 +10,7 @@ forever; the 2.9+ setup.py pops CMAKE_FRESH before reading it).
 from __future__ import annotations
 
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Callable, Mapping, Sequence
@@ -30,7 +30,7 @@ from .explain import remember, tree_kinds
 from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
 from .linkertrial import linker_trial
 from .ownership import channels, cmaketrees, moves
-from .ownership.changes import edited_meanwhile, recompile_all, source_folders
+from .ownership.changes import edited_meanwhile, recompile_all, source_folders, worktree
 from .ownership.records import Record, kept_wheel, read_marker, stat_of, wheel_id, write_marker
 from .ownership.trees import activate_tree, build_lock, remove_tree
 from .ownership.uptodate import env_files, nothing_to_do, stamp_parts
@@ -347,10 +347,12 @@ class Run:
         """The tree's record after the build: complete unless a source changed while it ran or a wheel is
         missing; its files, its trees, its evidence. The trees, for the profile."""
         plan, checkout, state = self.plan, self.plan.checkout, self.state
-        owned, configured = channels.claimed(checkout, self.build, plan.log, state.files, self.configured,
-                                             plan.changes.get("PATH"))
+        with ThreadPoolExecutor(1) as beside:  # git's status after the build, beside the claims (each ~0.1 s at
+            status = beside.submit(worktree, checkout) if state.worktree is not None else None  # PyTorch's size)
+            owned, configured = channels.claimed(checkout, self.build, plan.log, state.files, self.configured,
+                                                 plan.changes.get("PATH"))
         trees = cmaketrees.found(checkout, self.build, configured)  # the ones this build configured too
-        raced = edited_meanwhile(checkout, state.worktree, owned, trees)
+        raced = edited_meanwhile(checkout, state.worktree, owned, trees, status.result() if status else None)
         done = None if raced or (plan.wheel and not made) else digest(self.parts)
         seen = evidence.collect(checkout, inplace.ninja_trees(checkout, trees), self.verdict.evidence, owned)
         develop = self.carried() if done else None

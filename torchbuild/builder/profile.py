@@ -30,6 +30,7 @@ MARKS = [  # (first line of a phase, phase); a phase runs until the next one sta
     (re.compile(r"^(creating '[^']+\.whl'|Created wheel|Successfully installed|running bdist_wheel)"), "packaging"),
 ]
 BUILDING = ("configure", "compile and link", "install", "build_ext")
+INSTALLED = ("-- Installing: ", "-- Up-to-date: ")  # CMake's install, a line a file
 DEPENDENCIES = "build dependencies"
 FAILED = "the failed attempt"  # the span before a retried build's second attempt
 OBJECT = re.compile(r"\.(o|obj)$")
@@ -61,8 +62,11 @@ class Timeline:
         self.marks = [(time.time(), FAILED)]
 
     def feed(self, line: str) -> None:
+        text = line.lstrip()
+        if self.marks and self.marks[-1][1] == "install" and text.startswith(INSTALLED):
+            return  # the install goes on: a line a file (PyTorch's 9,000 headers), no phase to look for
         for pattern, phase in MARKS:
-            if pattern.match(line.lstrip()) and (not self.marks or self.marks[-1][1] != phase):
+            if pattern.match(text) and (not self.marks or self.marks[-1][1] != phase):
                 if phase == "compile and link" and any(p == phase for _, p in self.marks):
                     return  # ninja again (the install target): still its phase
                 if phase == "packaging" and not any(p in BUILDING for _, p in self.marks):

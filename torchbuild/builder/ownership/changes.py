@@ -88,14 +88,15 @@ def worktree_state(checkout: Path, changes: bool) -> list[object]:
 
 
 def edited_meanwhile(checkout: Path, before: Mapping[str, object] | None, files: Mapping[str, object],
-                     trees: list[Path]) -> list[str]:
+                     trees: list[Path], now: Mapping[str, object] | None = None) -> list[str]:
     """Sources edited while the build ran (after it began, before it ended: the compiler may have read the
     old text, and ninja, seeing the object newer, would never compile it again). Their objects are removed
     from the trees, so the next build compiles them, and the build is not recorded as complete. (Any other
-    change is seen by the next build against the working tree recorded as this one began.)"""
+    change is seen by the next build against the working tree recorded as this one began.) `now`: the working
+    tree after the build, where it was taken already."""
     if before is None:
         return []
-    now = worktree(checkout)
+    now = worktree(checkout) if now is None else now
     changed = {p for p in set(before) | set(now) if before.get(p) != now.get(p) and p not in files}
     raced = sorted(p for p in changed if p in before or p in tracked(checkout, changed))
     stale = invalidate(trees, [checkout / p for p in raced]) if raced else 0
