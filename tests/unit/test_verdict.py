@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -84,3 +85,21 @@ def test_a_dry_run_started_ahead_answers_its_verdict_and_never_a_later_question(
     forget_ahead()  # the verdict made without asking it
     subprocess.run([ninja, "-C", str(tree)], check=True, capture_output=True)  # the build
     assert dry_run(ninja, tree) == ([], [])  # asked again: nothing to do now, not the stale copy step
+
+
+def test_the_redirect_hooks_paths_resolve_as_path_resolve_does_a_folder_at_a_time(tmp_path):
+    """Issue 55: the paths of scikit-build-core's redirect hook (2,000 modules at PyTorch's size) are resolved
+    a folder at a time, and give what Path.resolve gives each: through a linked folder, and a linked file."""
+    from torchbuild.builder.ownership.uptodate import resolved
+
+    real, elsewhere = tmp_path / "co" / "pkg", tmp_path / "elsewhere"
+    real.mkdir(parents=True)
+    elsewhere.mkdir()
+    (real / "a.py").write_text("")
+    (elsewhere / "b.py").write_text("")
+    (real / "b.py").symlink_to(elsewhere / "b.py")  # a file led outside the checkout
+    (tmp_path / "linked").symlink_to(tmp_path / "co")
+    paths = [str(tmp_path / "linked" / "pkg" / "a.py"), str(real / "b.py"), str(real / "missing.py"),
+             str(tmp_path / "co" / "pkg" / ".." / "pkg" / "a.py")]
+    assert resolved(paths) == [str(Path(p).resolve()) for p in paths]
+    assert resolved(paths)[1] == str(elsewhere / "b.py")
