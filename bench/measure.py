@@ -40,8 +40,9 @@ def repeat(n: int, fn: Callable[[int], float]) -> dict[str, float]:
 class Bench:
     """One run's work folder, its environment, and the figures it recorded (results.json)."""
 
-    def __init__(self, quick: bool, work: Path) -> None:
+    def __init__(self, quick: bool, work: Path, scales: tuple[int, ...] = ()) -> None:
         self.quick = quick
+        self.scales = scales  # at_size's, where asked (--scales): else 1x, 10x and 100x
         self.reps = 5
         self.work = work
         self.results: dict[str, dict] = {}

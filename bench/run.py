@@ -66,6 +66,8 @@ def main() -> int:
                         help="a folder to work in, kept after the run (default: a temporary one): a second run there "
                              "reuses what the first built (at_size: each scale's checkout, its first build not "
                              "measured again)")
+    parser.add_argument("--scales", type=int, nargs="*", default=(),
+                        help="at_size: these scales only (with --work: measured again where built before)")
     args = parser.parse_args()
     names = args.only or ["overhead", "noop", "clone", "switch", "matrix", "distcc", "envs", "memory", "realworld",
                           "nightly", "loop", "main_era", "drivers", "explain", "shapes", "core_hits", "memory_pool",
@@ -73,7 +75,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tb-bench-") as tmp:
         work = args.work.resolve() if args.work else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        bench = Bench(args.quick, work)
+        bench = Bench(args.quick, work, tuple(args.scales))
         for name in names:
             FIGURES[name](bench)
     out = ROOT / "bench" / "results.json"

@@ -29,7 +29,7 @@ BISECT_CHECK = "import minitorch, minitorch.history as h, sys; sys.exit(1 if has
 def at_size(self: Bench, era: str = "2.13") -> None:
     """Each scale's demo (setup.py era unless `era`) built from nothing once (CPU release, then --debug for the
     switch), then: the no-op, one .cpp edited to importable, the switch back to release, --explain."""
-    for factor in (1, 10) if self.quick else (1, 10, 100):
+    for factor in self.scales or ((1, 10) if self.quick else (1, 10, 100)):
         size = Size().scaled(factor)
         name = f"at-size-{era}-{factor}x"
         env = {**self.env, "TORCHBUILD_PATHS_CACHE_DIR": str(self.work / f"{name}-cache")}
