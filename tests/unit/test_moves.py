@@ -82,3 +82,18 @@ def test_a_file_in_the_way_stops_the_whole_move_back(tmp_path):
     assert not (checkout / "pkg/include").exists()
     assert (checkout / "pkg/lib/libtorch.so").read_text() == "someone's"
     assert (tree / STASH / "pkg/include/c10/core.h").is_file()
+
+
+def test_what_a_blocked_move_back_left_in_a_tree_never_nests_the_next_stash(tmp_path):
+    checkout, tree = tmp_path / "co", tmp_path / "tree"
+    recorded = built(checkout, [*headers(3), "pkg/lib/libtorch.so"])
+    stash(checkout, tree, recorded, Moves())
+    (checkout / "pkg/lib").mkdir(parents=True, exist_ok=True)
+    (checkout / "pkg/lib/libtorch.so").write_text("someone's")
+    assert restore(checkout, tree, Moves())[0] == 0  # blocked: the stash stays in the tree
+    (checkout / "pkg/lib/libtorch.so").unlink()
+    recorded = built(checkout, [*headers(3), "pkg/lib/libtorch.so"])  # the build that went the whole way
+    assert stash(checkout, tree, recorded, Moves()) == 5
+    assert not (tree / STASH / "pkg/include/include").exists()
+    assert restore(checkout, tree, Moves()) == (5, None)
+    assert sorted(os.listdir(checkout / "pkg/include")) == ["ATen", "c10"]

@@ -88,9 +88,19 @@ def stash(checkout: Path, tree: Path, recorded: Mapping[str, object], moves: Mov
     """Move the configuration's files (those still as its build left them) out of the checkout into its
     tree, a folder holding nothing else in one rename; how many files moved."""
     names, count = still_ours(checkout, recorded)
+    cleared(tree / STASH)
     for name in names:
         moves.move(checkout / name, tree / STASH / name)
     return count
+
+
+def cleared(stash: Path) -> None:
+    """Remove what a stash holds from before: the files a blocked move back left in the tree, which its build
+    has made anew since (a folder moved onto one that is there would land inside it)."""
+    if stash.is_symlink():
+        stash.unlink()
+    elif stash.exists():
+        shutil.rmtree(stash)
 
 
 def still_ours(root: Path, recorded: Mapping[str, object]) -> tuple[list[str], int]:
@@ -269,6 +279,7 @@ def stash_env(tree: Path, prefix: Path, checkout: Path, recorded: Mapping[str, o
         with contextlib.suppress(OSError):
             folder.rmdir()
     names, count = still_ours(prefix, recorded)
+    cleared(tree / ENV_STASH)
     for name in names:
         moves.move(prefix / name, tree / ENV_STASH / name)
     for folder in sorted({(prefix / name).parent for name in names}, key=lambda f: -len(f.parts)):
