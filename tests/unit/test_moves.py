@@ -72,13 +72,17 @@ def test_nothing_behind_a_link_is_moved_and_a_link_in_a_kept_tree_is_never_put_b
     assert sorted(os.listdir(checkout / "pkg/lib")) == ["libc10.so", "libtorch.so"]
 
 
-def test_a_file_in_the_way_stops_the_whole_move_back(tmp_path):
-    checkout, tree = tmp_path / "co", tmp_path / "tree"
-    recorded = built(checkout, [*headers(3), "pkg/lib/libtorch.so"])
-    stash(checkout, tree, recorded, Moves())
+def blocked(checkout: Path, tree: Path) -> tuple[int, str | None]:
+    """A configuration stashed, then someone's file where its library goes: its move back, blocked."""
+    stash(checkout, tree, built(checkout, [*headers(3), "pkg/lib/libtorch.so"]), Moves())
     (checkout / "pkg/lib").mkdir(parents=True, exist_ok=True)
     (checkout / "pkg/lib/libtorch.so").write_text("someone's")
-    assert restore(checkout, tree, Moves()) == (0, "pkg/lib/libtorch.so stands where one of its files goes")
+    return restore(checkout, tree, Moves())
+
+
+def test_a_file_in_the_way_stops_the_whole_move_back(tmp_path):
+    checkout, tree = tmp_path / "co", tmp_path / "tree"
+    assert blocked(checkout, tree) == (0, "pkg/lib/libtorch.so stands where one of its files goes")
     assert not (checkout / "pkg/include").exists()
     assert (checkout / "pkg/lib/libtorch.so").read_text() == "someone's"
     assert (tree / STASH / "pkg/include/c10/core.h").is_file()
@@ -86,11 +90,7 @@ def test_a_file_in_the_way_stops_the_whole_move_back(tmp_path):
 
 def test_what_a_blocked_move_back_left_in_a_tree_never_nests_the_next_stash(tmp_path):
     checkout, tree = tmp_path / "co", tmp_path / "tree"
-    recorded = built(checkout, [*headers(3), "pkg/lib/libtorch.so"])
-    stash(checkout, tree, recorded, Moves())
-    (checkout / "pkg/lib").mkdir(parents=True, exist_ok=True)
-    (checkout / "pkg/lib/libtorch.so").write_text("someone's")
-    assert restore(checkout, tree, Moves())[0] == 0  # blocked: the stash stays in the tree
+    assert blocked(checkout, tree)[0] == 0  # the stash stays in the tree
     (checkout / "pkg/lib/libtorch.so").unlink()
     recorded = built(checkout, [*headers(3), "pkg/lib/libtorch.so"])  # the build that went the whole way
     assert stash(checkout, tree, recorded, Moves()) == 5
