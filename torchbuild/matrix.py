@@ -43,6 +43,9 @@ INSTALL_STAMP = ".torchbuild-installed"
 
 
 CPU = ("none", "cpu")
+# A session in nox's env builds its own tree (its key ends with this): the developer's tree of the same Python,
+# CUDA and build type is another env's, and a build of it there would configure it again, twice.
+APART = "nox"
 
 
 def session_name(python: str, cuda: str) -> str:
@@ -143,7 +146,7 @@ def build_session(cfg: Config, record: SessionRecord, force: bool, venv: Path | 
     dist = cfg.root / "dist" / session_folder(python, cuda)
     own = dataclasses.replace(cfg, build=dataclasses.replace(cfg.build, torch=None))  # the env's torch: its wheel
     request = dataclasses.replace(BuildRequest.resolve(own, wheel=True, dist=dist, force=force), cuda=cuda,
-                                  python=None if venv is not None else python,
+                                  python=None if venv is not None else python, apart=APART if venv else "",
                                   again_as=f'inv matrix --session "{record.session}"')  # what the hints name
     split = cfg.matrix.split and split_supported(cfg.source_path)
     against = install_torch(cfg, python, cuda, venv / "bin" / "python" if venv else Path(sys.executable))
@@ -318,7 +321,7 @@ def build_core_ahead(cfg: Config, cuda: str, venv: Path, env: Mapping[str, str])
     """One CUDA's core built in a session's env (not installed there: the session does that) before the
     sessions ask for it; a failure is said, and the sessions then build it themselves."""
     env = {**env, "VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"}
-    request = dataclasses.replace(BuildRequest.resolve(cfg, wheel=True), cuda=cuda, python=None)
+    request = dataclasses.replace(BuildRequest.resolve(cfg, wheel=True), cuda=cuda, python=None, apart=APART)
     if kept_core(cfg, request, cfg.root / "dist" / f"core-{cuda}-{request.build_type}"):
         return
     _console.get().info(f"the core for CUDA {cuda}: built now, ahead of its sessions, in the env {venv}")

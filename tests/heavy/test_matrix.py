@@ -1,8 +1,9 @@
 """The heavy tier's scenarios of tests/integration/test_matrix.py's area, half a minute or more each (`nox -s heavy`,
 and CI after README's test command): matrix builds importable wheels and shares the core; ctrl c stops every session
 and its compilers; build 3 6 builds the legacy demo to a wheel that imports; remote cache serves a clean machine;
-sccache with the redis backend serves a clean machine; matrix beside a build of the same checkout; the job budget
-holds for a scikit build core project."""
+sccache with the redis backend serves a clean machine; matrix beside a build of the same checkout; a session of
+the developers python builds its own tree and gives the checkout back; the job budget holds for a scikit build core
+project."""
 
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ def test_matrix_builds_importable_wheels_and_shares_the_core(split_project):
         assert core.name.endswith("-py3-none-linux_x86_64.whl"), core.name  # libraries: this platform's
         with zipfile.ZipFile(core) as whl:
             assert "minitorch/lib/libc10.so" in whl.namelist() and whl.read("minitorch/__init__.py") == b""
-    core_logs = sorted((proj / "logs" / "core-cpu-release").glob("*.log"), key=lambda p: p.stat().st_mtime)
+    core_logs = sorted((proj / "logs" / "core-cpu-release-nox").glob("*.log"), key=lambda p: p.stat().st_mtime)
     assert len(core_logs) == 1 and core_logs[0].read_text().count("Building CXX object") >= CORE  # the core: once
     assert "nothing it depends on changed since it was built" in done.output  # the other session took it
     assert min(s["misses"] for s in summary) <= 2  # the Python that did not build the core compiles its extension
@@ -143,7 +144,7 @@ def test_matrix_builds_importable_wheels_and_shares_the_core(split_project):
     # The envs exist now: `inv matrix` builds the core itself while nox starts, both sessions take it.
     assert "the core for CUDA none: built now, ahead of its sessions" in edited.output
     assert edited.output.count("nothing it depends on changed since it was built") == 2
-    assert len(list((proj / "logs" / "core-cpu-release").glob("*.log"))) == 2
+    assert len(list((proj / "logs" / "core-cpu-release-nox").glob("*.log"))) == 2
     for s in json.loads((proj / "dist/matrix-summary.json").read_text())["sessions"]:
         with zipfile.ZipFile(s["wheel"]) as whl:
             assert "EDITED = 'yes'" in whl.read("minitorch/__init__.py").decode(), s["session"]
@@ -330,6 +331,27 @@ def test_matrix_beside_a_build_of_the_same_checkout(demo_project):
     assert out.strip() == "132875"  # the developer's env imports its build at once: the checkout was given back
     again = inv("build", "--cuda", "none", root=proj, env=build_env, check=True, timeout=600)
     assert "up to date" in again.stderr  # its tree and files came back as they were
+
+
+@pytest.mark.slow
+def test_a_session_of_the_developers_python_builds_its_own_tree_and_gives_the_checkout_back(demo_project):
+    """A session in nox's env with the Python, CUDA and build type of the developer's build: its own tree beside
+    the developer's, kept for its next run. Before, it configured the developer's tree again for nox's env, and
+    the developer's next build configured it again."""
+    proj, env, checkout = demo_project
+    build_env = {**os.environ, **env, "TORCHBUILD_PATHS_ENVS": str(proj.parent / "envs")}
+    inv("build", "--python", "3.12", "--cuda", "none", root=proj, env=build_env, check=True, timeout=600)
+    first = inv("matrix", "--session", "build-3.12", root=proj, env=env, check=True, timeout=900)
+    assert "gave the checkout back to py3.12-cpu-release: " in first.output, first.output
+    again = inv("build", "--python", "3.12", "--cuda", "none", root=proj, env=build_env, check=True, timeout=600)
+    assert "up to date" in again.stderr, again.stderr  # not configured again for the developer's env
+    logs = set((proj / "logs" / "py3.12-cpu-release-nox").glob("*.log"))
+    second = inv("matrix", "--session", "build-3.12", "--rerun", root=proj, env=env, check=True, timeout=900)
+    assert "gave the checkout back to py3.12-cpu-release: " in second.output and "up to date" in second.output
+    new = set((proj / "logs" / "py3.12-cpu-release-nox").glob("*.log")) - logs  # its own tree, kept: no compile
+    assert logs and not [log for log in new if "Building CXX object" in log.read_text()], second.output
+    assert "up to date" in inv("build", "--python", "3.12", "--cuda", "none", root=proj, env=build_env,
+                               check=True, timeout=600).stderr
 
 
 @pytest.mark.slow

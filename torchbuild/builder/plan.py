@@ -177,6 +177,8 @@ def plan_key(version: str, toolkit: Toolkit | None, opts: BuildRequest) -> str:
         key += "-" + sanitizers.named(opts.sanitize).suffix
     if opts.torch is not None:  # one tree per (its configuration x the torch it is built against)
         key += "-" + opts.torch.tag
+    if opts.apart:  # another env of the same Python: its own tree, never a reconfigure of the developer's
+        key += "-" + opts.apart
     return key
 
 

@@ -41,6 +41,7 @@ class BuildRequest:
     debug_files: tuple[str, ...] = ()  # --debug-files: the sources compiled with -O0 -g (debugfiles.py)
     debug_files_max: int = 200  # build.debug_files_max
     sanitize: str = ""  # --sanitize: address, thread or leak, a configuration of its own (toolchain/sanitizers.py)
+    apart: str = ""  # a tree of its own beside the developer's of the same key: a matrix session in nox's env
 
     def again(self) -> str:
         """The build command that builds this configuration again, with the flags that chose it."""
