@@ -1,10 +1,12 @@
 """The heavy tier's scenarios of tests/integration/test_main_era.py's area, half a minute or more each (`nox -s heavy`,
-and CI after README's test command): inv matrix makes main wheels that import in a fresh env."""
+and CI after README's test command): inv matrix makes main wheels that import in a fresh env; the loop strips what
+scikit-build-core strips."""
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -14,7 +16,10 @@ from torchbuild.demo import make_upstream
 
 from ..helpers import (
     REAL_HOME,
+    build,
+    edit,
     has_python,
+    imported,
     inv,
     project,
 )
@@ -61,3 +66,30 @@ def test_debug_files_round_trip_in_the_scikit_build_core_era(main_demo):  # noqa
 def test_address_sanitizer_round_trip_in_the_scikit_build_core_era(main_demo):  # noqa: F811
     """Issue 57's --sanitize address in the 2.14+ era (cmake/EnvVarForwarding.cmake forwards USE_ASAN)."""
     address_sanitizer_round_trip(main_demo)
+
+
+@pytest.mark.slow
+def test_the_loop_strips_what_scikit_build_core_strips(main_demo):  # noqa: F811
+    """scikit-build-core strips a Release build's install unless SKBUILD_INSTALL_STRIP (or the pyproject) says
+    not to. The loop's `cmake --install` follows the same setting as pip's build, so the env holds the same
+    files either way; a change of the setting is a change of the build's inputs."""
+    co = main_demo
+    build(co, "--cuda", "none")
+    lib = Path(imported(co)["binary"]).parent / "lib" / "libc10.so"
+    assert not symbols(lib)  # pip's build stripped it
+    edit(co / "c10/core/unit_01.cpp", "(n / 2)", "(n / 3)")
+    loop = build(co, "--cuda", "none").stderr
+    assert "--strip`" in loop and not symbols(lib), loop
+    off = {"SKBUILD_INSTALL_STRIP": "false"}
+    whole = build(co, "--cuda", "none", env=off).stderr
+    assert "SKBUILD_INSTALL_STRIP" in whole and "cmake --install" not in whole and symbols(lib), whole
+    edit(co / "c10/core/unit_01.cpp", "(n / 3)", "(n / 5)")
+    loop = build(co, "--cuda", "none", env=off).stderr
+    assert "`cmake --install . --config Release --prefix" in loop and "--strip" not in loop and symbols(lib), loop
+    assert "up to date" in build(co, "--cuda", "none", env=off).stderr
+
+
+def symbols(lib: Path) -> bool:
+    """Whether a library keeps its symbol table (`strip` removes it)."""
+    return ".symtab" in subprocess.run(["readelf", "-S", "-W", str(lib)], capture_output=True, text=True,
+                                       check=True).stdout

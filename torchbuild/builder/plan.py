@@ -39,7 +39,8 @@ CONFIGURE_NAMES = {"TORCH_CUDA_ARCH_LIST", "CUDA_HOME", "CUDACXX", "CUDAHOSTCXX"
                    *COMPILER_ENVIRONMENT}
 NOT_CONFIGURE = {"CMAKE_FRESH", "CMAKE_ONLY", "CMAKE_BUILD_PARALLEL_LEVEL"}  # setup.py pops the first two
 # What else reaches the build's outputs without reconfiguring (version.py, the wheel's name and version).
-OUTPUT_PREFIXES = ("PYTORCH_", "TORCH_", "LIBTORCH_", "NATIVE_AOT")
+OUTPUT_PREFIXES = ("PYTORCH_", "TORCH_", "LIBTORCH_", "NATIVE_AOT",
+                   "SKBUILD_")  # scikit-build-core's settings (its environment wins over the pyproject): the strip
 
 
 def affects_configure(name: str) -> bool:
@@ -160,7 +161,7 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
                 log, stats_log, jobs_reason, tuple(notes), opts.wheel, dist if opts.wheel else None, facts.launcher,
                 package_name(checkout), facts.jobserver, joins, shims, inputs, facts.linker_trial,
                 cfg.cache_root / "linkers.json", driver, driver.outputs_in_env and not opts.wheel,
-                driver.env_install(opts.build_type), after_install(driver, env, toolkit, opts.wheel, full),
+                driver.env_install(opts.build_type, full), after_install(driver, env, toolkit, opts.wheel, full),
                 driver.forwards_cmake_variables(), memory,
                 () if opts.wheel else driver.in_place(str(env.python)), facts.torch_folder, facts.cache_how,
                 cfg.cache_root / "build-history.json", facts.sanitizer_env)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 from ...compat import pyproject
 
@@ -48,7 +49,7 @@ class Driver:
         """Compiler flags the build type adds to the environment's (CFLAGS ...), where nothing else carries it."""
         return {}
 
-    def env_install(self, build_type: str) -> tuple[str, bool] | None:
+    def env_install(self, build_type: str, env: Mapping[str, str]) -> tuple[str, bool] | None:
         """Where in site-packages the editable install puts what CMake installs, and whether it strips it
         (None: the outputs are in the checkout)."""
         return None

@@ -12,7 +12,9 @@ such a tree where it is and `clean` keeps it (trees.not_ours). setup.py, where t
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Mapping
 
 from ...compat import pyproject
 from .base import Driver
@@ -46,13 +48,11 @@ class ScikitBuildCore(Driver):
         PyTorch's pyproject maps them to the same setting through [[tool.scikit-build.overrides]])."""
         return {"build-dir": "build", "cmake.build-type": CMAKE_BUILD_TYPE[build_type]}
 
-    def env_install(self, build_type: str) -> tuple[str, bool] | None:
-        """`wheel.install-dir` (PyTorch: the package folder; CMake's prefix inside the wheel) and
-        `install.strip` (scikit-build-core: on for Release and MinSizeRel unless set)."""
+    def env_install(self, build_type: str, env: Mapping[str, str]) -> tuple[str, bool] | None:
+        """`wheel.install-dir` (PyTorch: the package folder; CMake's prefix inside the wheel) and whether
+        scikit-build-core strips what it installs (`strips`)."""
         settings = pyproject(self.checkout).get("tool", {}).get("scikit-build", {})
-        strip = settings.get("install", {}).get("strip")
-        return str(settings.get("wheel", {}).get("install-dir") or ""), \
-            bool(strip) if isinstance(strip, bool) else CMAKE_BUILD_TYPE[build_type] in ("Release", "MinSizeRel")
+        return str(settings.get("wheel", {}).get("install-dir") or ""), strips(settings, build_type, env)
 
     def loop(self, cmake: str, config: str, into: Path | None, strip: bool) -> list[list[str]]:
         """CMake's build, then its install into the env's folder the editable install copied it to, with the
@@ -66,3 +66,18 @@ class ScikitBuildCore(Driver):
         """PyTorch's native-AOT stage 2 where the checkout has it: `spin develop` runs it after pip, which
         does not (tools/native_aot/build_stage2.py; it skips by itself without CUDA or with TORCH_NATIVE_AOT=0)."""
         return (python, STAGE2) if (self.checkout / STAGE2).is_file() else ()
+
+
+def strips(settings: Mapping[str, object], build_type: str, env: Mapping[str, str]) -> bool:
+    """scikit-build-core 1.x's `install.strip` (settings/skbuild_read_settings.py): SKBUILD_INSTALL_STRIP where
+    set (its environment comes before the pyproject), else the pyproject's, else on for Release and
+    MinSizeRel, unless `minimum-version` is under 0.5."""
+    said = env.get("SKBUILD_INSTALL_STRIP", "")
+    if said:
+        return said.strip().lower() not in ("0", "false", "off", "no", "")
+    install = settings.get("install")
+    strip = install.get("strip") if isinstance(install, dict) else None
+    if isinstance(strip, bool):
+        return strip
+    minimum = [int(n) for n in re.findall(r"\d+", str(settings.get("minimum-version") or "0.5"))[:2]]
+    return minimum >= [0, 5] and CMAKE_BUILD_TYPE[build_type] in ("Release", "MinSizeRel")
