@@ -103,3 +103,38 @@ def test_the_redirect_hooks_paths_resolve_as_path_resolve_does_a_folder_at_a_tim
              str(tmp_path / "co" / "pkg" / ".." / "pkg" / "a.py")]
     assert resolved(paths) == [str(Path(p).resolve()) for p in paths]
     assert resolved(paths)[1] == str(elsewhere / "b.py")
+
+
+def test_the_envs_files_are_read_from_record_only_when_record_changed(tmp_path, monkeypatch):
+    """Issue 55: the install's 12,000 RECORD rows are not parsed again on a no-op where RECORD is as it was
+    recorded; each file is still stat'ed, and a RECORD rewritten with a new row is read again."""
+    from types import SimpleNamespace
+
+    from torchbuild.builder.ownership import uptodate
+
+    checkout, prefix = tmp_path / "co", tmp_path / "env"
+    checkout.mkdir()
+    site = prefix / "lib/python3.11/site-packages"
+    info = site / "pkg-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "direct_url.json").write_text(f'{{"url": "{checkout.resolve().as_uri()}", "dir_info": {{}}}}')
+    for rel in ("pkg/lib/libx.so", "pkg/include/x.h"):
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(rel)
+    rows = ["pkg/lib/libx.so,,", "pkg/include/x.h,,", "pkg-1.0.dist-info/direct_url.json,,",
+            "pkg-1.0.dist-info/RECORD,,"]
+    (info / "RECORD").write_text("\n".join(rows) + "\n")
+    plan = SimpleNamespace(env=SimpleNamespace(prefix=prefix), checkout=checkout)
+    recorded = uptodate.env_files(plan)
+    assert sorted(recorded) == sorted(f"lib/python3.11/site-packages/{r[:-2]}" for r in rows)
+
+    parsed = uptodate.record_paths
+    monkeypatch.setattr(uptodate, "record_paths", lambda record: pytest.fail("RECORD read again"))
+    assert uptodate.env_files(plan, recorded) == recorded
+    (site / "pkg/include/x.h").write_text("an edit that changes the size")
+    assert uptodate.env_files(plan, recorded) != recorded  # each file is still stat'ed
+
+    monkeypatch.setattr(uptodate, "record_paths", parsed)
+    (site / "pkg/include/y.h").write_text("new")
+    (info / "RECORD").write_text("\n".join(["pkg/include/y.h,,", *rows]) + "\n")
+    assert "lib/python3.11/site-packages/pkg/include/y.h" in uptodate.env_files(plan, recorded)

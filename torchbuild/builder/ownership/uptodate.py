@@ -264,7 +264,7 @@ def installed(plan: Plan, marker: Record | None = None) -> bool:
     if plan.outputs_in_env:
         kept = dict(marker.env_files) if marker and marker.env_files is not None else None
         same_env = marker is not None and str(marker.env_prefix) == str(plan.env.prefix)
-        return isinstance(kept, dict) and bool(kept) and same_env and kept == env_files(plan) \
+        return isinstance(kept, dict) and bool(kept) and same_env and kept == env_files(plan, kept) \
             and redirected_into(plan.env.prefix, plan.checkout)
     served = set()
     for site in plan.env.prefix.glob("lib/python*/site-packages"):
@@ -310,23 +310,43 @@ def env_install_dir(plan: Plan) -> Path | None:
     return record.parent.parent / plan.env_install[0] if record and plan.env_install else None
 
 
-def env_files(plan: Plan) -> dict[str, list[int]]:
+def env_files(plan: Plan, kept: Mapping[str, list[int]] | None = None) -> dict[str, list[int]]:
     """The files the editable install of the checkout put into the env (its RECORD), by path relative to
     the env and by size and mtime: a scikit-build-core configuration's compiled outputs live there, not
-    in the checkout."""
+    in the checkout. Where RECORD (a row of its own) is as `kept` has it, its names are `kept`'s: 12,000 rows
+    at PyTorch's size are not read again, each file is stat'ed."""
     record = editable_record(plan.env.prefix, plan.checkout)
     if record is None:
         return {}
-    site, inside = str(record.parent.parent), os.path.join(str(plan.env.prefix), "")
-    out: dict[str, list[int]] = {}
+    inside = os.path.join(str(plan.env.prefix), "")
+    listed = str(record)[len(inside):]
+    if kept and listed in kept and stat_of(str(record)) == kept[listed]:
+        return stats_of(inside, kept)
+    site = str(record.parent.parent)
+    names = []
     for rel in record_paths(record):  # plain strings: 12,000 rows at PyTorch's size (a Path each: 0.4 s)
         path = os.path.normpath(os.path.join(site, rel))
-        if not rel or rel.endswith(".pyc") or "__pycache__" in rel or not path.startswith(inside):
-            continue
-        with contextlib.suppress(OSError):
-            st = os.lstat(path)
-            out[path[len(inside):]] = [st.st_size, st.st_mtime_ns]
+        if rel and not rel.endswith(".pyc") and "__pycache__" not in rel and path.startswith(inside):
+            names.append(path[len(inside):])
+    return stats_of(inside, names)
+
+
+def stats_of(inside: str, names: Iterable[str]) -> dict[str, list[int]]:
+    """Size and mtime of each of `names` (relative to `inside`) that exists; a link's own."""
+    out: dict[str, list[int]] = {}
+    for name in names:
+        st = stat_of(inside + name)
+        if st is not None:
+            out[name] = st
     return out
+
+
+def stat_of(path: str) -> list[int] | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns]
 
 
 SKBC_INSTALL = re.compile(r"(?m)^install\((\{.*?\}),")
