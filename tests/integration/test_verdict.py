@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from torchbuild.builder.ownership.cmaketrees import tree_ninja
+
 from ..helpers import build, compiled, edit, env_python, git, last_log
 
 UP_TO_DATE = "up to date:"
@@ -73,6 +75,8 @@ def append(path: Path, text: str) -> None:
 
 CHANGES = [  # (what changes, how, the way the build must take)
     ("nothing", lambda co: None, "up to date"),
+    ("ninja run by hand: version.py written again, its content the same", lambda co: ninja_by_hand(co),
+     "up to date"),
     ("a .cpp", lambda co: edit(co / "c10/core/unit_01.cpp", "(n / 2)", "(n / 3)"), "shortcut"),
     ("a header", lambda co: append(co / "c10/include/c10/core.h", "// every unit\n"), "shortcut"),
     ("a codegen input", lambda co: append(co / "aten/src/ATen/native/native_functions.yaml",
@@ -89,6 +93,15 @@ CHANGES = [  # (what changes, how, the way the build must take)
     ("CMakeLists.txt", lambda co: append(co / "CMakeLists.txt", "# a comment\n"), "the whole way"),
     ("a submodule bump", lambda co: bump(co / "third_party/fbgemm"), "the whole way"),
 ]
+
+
+def ninja_by_hand(co: Path) -> None:
+    """The tree's own ninja, as a developer runs it: PyTorch's gen_torch_version target runs at every build and
+    writes version.py again (issue 55: the next build went the whole way, and a switch left it behind)."""
+    version = co / "minitorch" / "version.py"
+    before = (version.read_bytes(), version.stat().st_mtime_ns)
+    subprocess.run([tree_ninja(co / "build") or "ninja", "-C", str(co / "build")], check=True, capture_output=True)
+    assert (version.read_bytes(), version.stat().st_mtime_ns != before[1]) == (before[0], True)
 
 
 def backdated(path: Path, text: str) -> None:
@@ -133,8 +146,13 @@ def test_explain_dry_run_and_the_build_take_the_same_way_for_every_kind_of_chang
     assert ("a .cpp", ("shortcut",) * 3, (1, 1, 1)) in seen
     # a configuration switch: another configuration built, then this one back (its tree kept)
     build(co, "--cuda", "none", "--debug")
+    ninja_by_hand(co)
     ways, compiles = three_ways(co)
     assert ways == ("switch", "switch", "switch") and compiles[2] == 0
+    for args in (("--debug",), ()):  # each configuration's version.py goes with its tree, and comes back
+        ninja_by_hand(co)
+        there = build(co, "--cuda", "none", *args).stderr
+        assert "restored the" in there and "not put back" not in there and UP_TO_DATE in there, there
     links_are_never_followed(co, tmp_path)
 
 

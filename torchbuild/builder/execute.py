@@ -347,6 +347,7 @@ class Run:
         """The tree's record after the build: complete unless a source changed while it ran or a wheel is
         missing; its files, its trees, its evidence. The trees, for the profile."""
         plan, checkout, state = self.plan, self.plan.checkout, self.state
+        known = state.marker.contents if state.marker else ""
         with ThreadPoolExecutor(1) as beside:  # git's status after the build, beside the claims (each ~0.1 s at
             status = beside.submit(worktree, checkout) if state.worktree is not None else None  # PyTorch's size)
             owned, configured = channels.claimed(checkout, self.build, plan.log, state.files, self.configured,
@@ -362,7 +363,7 @@ class Run:
             develop.env_files if develop else env_files(plan) if plan.outputs_in_env else None,
             develop.env_prefix if develop else str(plan.env.prefix), tuple(configured), self.parts,
             source_folders(checkout, trees), seen, (develop.develop or develop.done) if develop else None,
-            self.verdict.debug_units))
+            self.verdict.debug_units, channels.packed_contents(checkout, owned, state.files, known)))
         return trees
 
     def carried(self) -> Record | None:

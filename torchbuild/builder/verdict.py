@@ -302,7 +302,7 @@ def decide_inputs(plan: Plan, state: State, request: BuildRequest, base_env: Map
     marker, checkout = state.marker, plan.checkout
     assert marker is not None
     kept = kept_wheel(marker) if plan.wheel else None
-    placed = channels.in_place(checkout, state.files)
+    placed = channels.in_place(checkout, state.files, marker.contents)
     serves = kept is not None if plan.wheel else installed(plan, marker)
     added = sources_added(checkout, marker.folders)
     committed, crossing, record = shortcut.crossing(plan, marker, state.parts, state.files) if request.shortcut \

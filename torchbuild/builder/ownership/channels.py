@@ -19,7 +19,7 @@ from ...run import run
 from ..profile import Step
 from ..slots import source_files
 from .cmaketrees import CACHE, found, ninja_of, tree_ninja
-from .records import Stats, safe_name, stat_of, tree_name
+from .records import DIGEST, SMALL, Stats, as_built, content_of, safe_name, stat_of, tree_name, unpacked
 
 WRITTEN_TO = re.compile(r"(?m)^\s*-- Build files have been written to: (.+?)\s*$")  # CMake's configure
 COPIED = re.compile(r"(?m)^\s*copying (\S+) ->[ \t]*(\S*)[ \t]*$")  # build_ext into the source tree ("-> ": its top)
@@ -139,11 +139,29 @@ def synced(checkout: Path) -> set[str]:
     return source_files(checkout)
 
 
-def in_place(checkout: Path, recorded: Mapping[str, object]) -> bool:
-    """Whether every recorded file is in the checkout as the build left it (plain strings: 11,000 of them at
-    PyTorch's size, where a Path each costs more than the stat)."""
-    base = str(checkout)
-    return all(stat_of(os.path.join(base, name)) == stat for name, stat in recorded.items())
+def in_place(checkout: Path, recorded: Mapping[str, list[int]], packed: str = "") -> bool:
+    """Whether every recorded file is in the checkout as the build left it: its stat, else (a small one written
+    again: PyTorch's gen_torch_version rewrites version.py at every ninja run) its content. Plain strings: 11,000
+    of them at PyTorch's size, where a Path each costs more than the stat."""
+    base, known = str(checkout), None
+    for name, stat in recorded.items():
+        path = os.path.join(base, name)
+        if stat_of(path) != stat:
+            known = known if known is not None else unpacked(recorded, packed)
+            if not as_built(path, name, stat, known):
+                return False
+    return True
+
+
+def packed_contents(checkout: Path, owned: Mapping[str, list[int]], before: Mapping[str, list[int]],
+                    packed: str) -> str:
+    """The digests of the small files among `owned`, in the order of their names, as one string (9,000 headers
+    at PyTorch's size: a name each again would double the record). The last record's (`before`, `packed`) where
+    a file's stat is as it was, else read now: a build rewrites few (version.py), the first reads them all once."""
+    known = unpacked(before, packed)
+    return "".join(known[name] if name in known and before.get(name) == st else
+                   content_of(os.path.join(str(checkout), name)) or "-" * DIGEST
+                   for name, st in sorted(owned.items()) if st[0] <= SMALL)
 
 
 UP_TO_DATE = re.compile(r"(?m)^\s*-- Up-to-date: (.+?)\s*$")  # CMake's install, a file it did not copy

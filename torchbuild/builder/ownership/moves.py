@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
 from ...errors import TorchbuildError
-from .records import parts_of, safe_name, stat_of
+from .records import as_built, parts_of, safe_name, stat_of
 
 STASH = ".torchbuild-outputs"  # inside a kept tree: its configuration's files from the checkout
 
@@ -84,10 +84,12 @@ def reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def stash(checkout: Path, tree: Path, recorded: Mapping[str, object], moves: Moves) -> int:
-    """Move the configuration's files (those still as its build left them) out of the checkout into its
-    tree, a folder holding nothing else in one rename; how many files moved."""
-    names, count = still_ours(checkout, recorded)
+def stash(checkout: Path, tree: Path, recorded: Mapping[str, object], moves: Moves,
+          known: Mapping[str, str] | None = None) -> int:
+    """Move the configuration's files (those still as its build left them, by stat or by the content `known`
+    has for them) out of the checkout into its tree, a folder holding nothing else in one rename; how many
+    files moved."""
+    names, count = still_ours(checkout, recorded, known)
     cleared(tree / STASH)
     for name in names:
         moves.move(checkout / name, tree / STASH / name)
@@ -103,11 +105,12 @@ def cleared(stash: Path) -> None:
         shutil.rmtree(stash)
 
 
-def still_ours(root: Path, recorded: Mapping[str, object]) -> tuple[list[str], int]:
+def still_ours(root: Path, recorded: Mapping[str, object], known: Mapping[str, str] | None = None) \
+        -> tuple[list[str], int]:
     """What of `root` to move for a configuration: each of its files still as its build left them, and in their
     stead each folder that holds nothing else (PyTorch's 9,000 headers in include/: one rename, not 9,000).
     Never anything behind a link: each folder on the way is looked at once. The names, and how many files."""
-    names, count, _ = owned_in(str(root), "", folders_of(recorded))
+    names, count, _ = owned_in(str(root), "", folders_of(recorded), known or {})
     return names, count
 
 
@@ -124,7 +127,7 @@ def folders_of(recorded: Mapping[str, object]) -> dict[str, object]:
     return top
 
 
-def owned_in(root: str, rel: str, node: dict[str, object]) -> tuple[list[str], int, bool]:
+def owned_in(root: str, rel: str, node: dict[str, object], known: Mapping[str, str]) -> tuple[list[str], int, bool]:
     """In the real folder `rel` of `root`: the names to move, how many files they hold, and whether the folder
     holds nothing but them (a file of someone's, a file changed since, an empty folder: it does not)."""
     try:
@@ -138,10 +141,11 @@ def owned_in(root: str, rel: str, node: dict[str, object]) -> tuple[list[str], i
         if entry is None:
             continue
         if isinstance(sub, dict):
-            inner, n, all_ours = owned_in(root, path, sub) if entry.is_dir(follow_symlinks=False) else ([], 0, False)
+            inner, n, all_ours = owned_in(root, path, sub, known) if entry.is_dir(follow_symlinks=False) else \
+                ([], 0, False)
             names += [path] if all_ours else inner
             count, whole = count + n, whole and all_ours
-        elif stat_of(entry.path) == sub:
+        elif as_built(entry.path, path, sub, known):
             names.append(path)
             count += 1
         else:

@@ -10,6 +10,7 @@ torchbuild's, moved aside untouched and never removed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -70,6 +71,33 @@ def valid_stats(files: object) -> bool:
         for k, v in files.items())
 
 
+SMALL = 1 << 16  # the outputs whose content a record keeps (a library is rewritten only when it is relinked)
+DIGEST = 16  # hex digits of each one's digest
+
+
+def unpacked(outputs: Mapping[str, list[int]], packed: str) -> dict[str, str]:
+    """A record's content digests (channels.packed_contents) by name ({} where they do not fit its small files)."""
+    names = [name for name, st in sorted(outputs.items()) if st[0] <= SMALL]
+    if len(packed) != DIGEST * len(names):
+        return {}
+    return {name: packed[i * DIGEST:(i + 1) * DIGEST] for i, name in enumerate(names)}
+
+
+def as_built(path: str, name: str, recorded: object, known: Mapping[str, str]) -> bool:
+    """Whether the file at `path` is as the build left it: its stat as recorded, else (a small one, written
+    again) its content, by the digest `known` has for `name`."""
+    now = stat_of(path)
+    return now == recorded or (now is not None and name in known and content_of(path) == known[name])
+
+
+def content_of(path: str) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.blake2b(fh.read(), digest_size=DIGEST // 2).hexdigest()
+    except OSError:
+        return None
+
+
 def stat_of(path: str | os.PathLike[str]) -> list[int] | None:
     """A regular file's [size, mtime_ns] (None: missing, a link, a folder): one lstat, the check of ten thousand
     installed files on a no-op at PyTorch's size."""
@@ -100,6 +128,8 @@ class Record:
     develop: str | None = None  # a wheel's record: the stamp of the complete develop build it was made after
     debug_files: Mapping[str, list[str]] = field(default_factory=dict)  # --debug-files' units: "build.ninja\tobject"
     # -> [source, CMake's FLAGS, the debug FLAGS] (debugfiles.py)
+    contents: str = ""  # the small ones among `outputs`: their content's digests, packed (channels.packed_contents),
+    # so a file written again with the same content is still the build's (ninja by hand rewrites version.py)
 
     def as_json(self) -> dict[str, object]:
         return {"key": self.key, "configure": kept_values(self.configure), "done": self.done,
@@ -109,7 +139,7 @@ class Record:
                 "env_prefix": self.env_prefix if self.env_files is not None else None, "trees": list(self.trees),
                 "inputs": dict(self.inputs) if self.inputs is not None and self.done else None,
                 "folders": dict(self.folders), "evidence": self.evidence.as_record(), "develop": self.develop,
-                "debug_files": dict(self.debug_files)}
+                "debug_files": dict(self.debug_files), "contents": self.contents}
 
 
 _READ: dict[tuple[str, int, int, int], Record | None] = {}  # a marker read once a process, by its file's stat
@@ -149,6 +179,7 @@ def valid_marker(data: object) -> Record | None:
             return None
         env, prefix = None, None  # an older torchbuild's record
     done, worktree, inputs, develop = data.get("done"), data.get("worktree"), data.get("inputs"), data.get("develop")
+    contents = data.get("contents")
     return Record(key, {str(k): str(v) for k, v in (data.get("configure") or {}).items()},
                   done if isinstance(done, str) else None,
                   {str(k): str(v) for k, v in (data.get("remedies") or {}).items()},
@@ -157,7 +188,8 @@ def valid_marker(data: object) -> Record | None:
                   env, prefix if env is not None else None, tuple(trees),
                   inputs if isinstance(inputs, dict) else None,
                   {str(k): str(v) for k, v in (data.get("folders") or {}).items()}, from_record(data.get("evidence")),
-                  develop if isinstance(develop, str) else None, debug_entries(data.get("debug_files")))
+                  develop if isinstance(develop, str) else None, debug_entries(data.get("debug_files")),
+                  contents if isinstance(contents, str) else "")
 
 
 def debug_entries(data: object) -> dict[str, list[str]]:

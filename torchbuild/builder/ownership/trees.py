@@ -19,7 +19,17 @@ from ...errors import TorchbuildError
 from ...locks import STATE, checkout_lock
 from ...run import run
 from . import cmaketrees, moves
-from .records import FOREIGN, KEY_RE, Record, configured_trees, env_prefix, env_recorded, read_marker, recorded_outputs
+from .records import (
+    FOREIGN,
+    KEY_RE,
+    Record,
+    configured_trees,
+    env_prefix,
+    env_recorded,
+    read_marker,
+    recorded_outputs,
+    unpacked,
+)
 
 
 class Switched(str):
@@ -94,7 +104,8 @@ def keep_current(checkout: Path, current: Record | None, coming: Path | None,
                f"clean && mv {target} {build})"
     if target.exists():
         shutil.rmtree(target)
-    moved = moves.stash(checkout, build, recorded_outputs(current), journal)
+    moved = moves.stash(checkout, build, recorded_outputs(current), journal,
+                        unpacked(current.outputs, current.contents))
     prefix = env_prefix(current)
     same_env = prefix is not None and coming in (None, prefix)
     from_env = moves.stash_env(build, prefix, checkout, env_recorded(current), journal) if prefix and same_env \
