@@ -140,6 +140,8 @@ AT_SIZE_COLUMNS = {  # the figure's name after the scale: the column it fills
     "no-op against ninja's": "no-op: torchbuild / ninja's no-op",
     "no-op against the plain recipe's": "no-op: torchbuild / the plain recipe's",
     "one .cpp edited, against ninja's compile, link and install": "one .cpp edited: torchbuild / ninja install",
+    "one .cpp edited with SKBUILD_INSTALL_STRIP=0, against ninja's compile, link and install":
+        "one .cpp edited, SKBUILD_INSTALL_STRIP=0: torchbuild / ninja install",
     "switch back, against renaming its folders": "switch back",
     "--explain (s)": "--explain",
     "--profile (s)": "--profile",
@@ -174,7 +176,7 @@ def at_size(results_file: Path = ROOT / "bench" / "results.json") -> str:
             scale[AT_SIZE_COLUMNS[found[4]]] = _at_size_cell(AT_SIZE_COLUMNS[found[4]], r)
     tables = []
     for era, scales in sorted(rows.items()):
-        header = ["scale", *AT_SIZE_COLUMNS.values()]
+        header = ["scale", *(c for c in AT_SIZE_COLUMNS.values() if any(c in row for row in scales.values()))]
         lines = [f"### {'setup.py era (2.13)' if era == '2.13' else 'scikit-build-core era (main)'}", "",
                  "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(_cell(row.get(c, "not measured")) for c in header) + " |"

@@ -18,6 +18,7 @@ from typing import Callable
 
 from bench.measure import INV, ROOT, Bench, repeat, stats, timed
 from torchbuild.builder import shortcut
+from torchbuild.builder.drivers.skbuild import ScikitBuildCore
 from torchbuild.builder.ownership.cmaketrees import tree_ninja
 from torchbuild.builder.ownership.moves import editable_record
 from torchbuild.demo import Size, Upstream, make_upstream
@@ -199,30 +200,44 @@ def plain_recipe(self: Bench, checkout: Path) -> str:
 
 
 def edit(self: Bench, label: str, checkout: Path, env: dict[str, str]) -> None:
-    """One unit edited, to importable: torchbuild's build, three times, then the tree's own ninja's compile, link
-    and install of the same kind of edit, three times (the physical limit). Not in turn: a build by hand
+    """One unit edited, to importable, against the tree's own ninja (`edited`). In the scikit-build-core era
+    again with SKBUILD_INSTALL_STRIP=0: the backend strips a Release install, and the loop strips as it does,
+    so the row without the strip says what the strip costs (the change of setting goes through pip once, and
+    back, untimed)."""
+    edited(self, label, checkout, env, "")
+    if ScikitBuildCore.is_pytorch(checkout):
+        unstripped = {**env, "SKBUILD_INSTALL_STRIP": "0"}
+        timed(TORCHBUILD + ["--path", str(checkout), "--cuda", "none"], unstripped)
+        edited(self, label, checkout, unstripped, " with SKBUILD_INSTALL_STRIP=0")
+        timed(TORCHBUILD + ["--path", str(checkout), "--cuda", "none"], env)
+
+
+def edited(self: Bench, label: str, checkout: Path, env: dict[str, str], how: str) -> None:
+    """One unit edited, to importable: torchbuild's build, five times, then the tree's own ninja's compile, link
+    and install of the same kind of edit, five times (the physical limit). Not in turn: a build by hand
     changes the installed files behind torchbuild's back, and its next build rightly goes the whole way."""
     unit = checkout / "c10/core/unit_01.cpp"
 
-    def edited(way: str, i: int) -> None:  # code, not a comment: the compiler cache has none of it
+    def change(way: str, i: int) -> None:  # code, not a comment: the compiler cache has none of it
         unit.write_text(f"{unit.read_text()}\nnamespace {{ long tb_{way}_{i}_{time.time_ns()}() {{ return 1; }} }}\n")
 
     ours, plain = [], []
-    for i in range(3):
-        edited("ours", i)
+    for i in range(5):
+        change("ours", i)
         if i == 0:  # what the build will run (the scikit-build-core era: pip's wheel, zipped, or the shortcut)
             said = subprocess.run(TORCHBUILD + ["--path", str(checkout), "--cuda", "none", "--dry-run"], env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
             verdict = next((ln.split("verdict: ", 1)[1] for ln in said.splitlines() if "verdict: " in ln), "?")
         ours.append(timed(TORCHBUILD + ["--path", str(checkout), "--cuda", "none"], env))
-    for i in range(3):
-        edited("plain", i)
+    for i in range(5):
+        change("plain", i)
         plain.append(timed(own_ninja(checkout) + ["-C", str(checkout / "build"), "install"], env))
     timed(TORCHBUILD + ["--path", str(checkout), "--cuda", "none"], env)  # the tree as torchbuild keeps it
-    self.record(f"{label}: one .cpp edited, against ninja's compile, link and install", stats(ours), stats(plain),
-                "<= 1.2", "torchbuild build after the edit", "the tree's ninja install after the same kind of edit")
-    self.results[f"{label}: one .cpp edited, against ninja's compile, link and install"]["verdict"] = verdict[:300]
-    print(f"{label}: the edit's verdict: {verdict[:300]}", flush=True)
+    name = f"{label}: one .cpp edited{how}, against ninja's compile, link and install"
+    self.record(name, stats(ours), stats(plain), "<= 1.2", f"torchbuild build after the edit{how}",
+                "the tree's ninja install after the same kind of edit")
+    self.results[name]["verdict"] = verdict[:300]
+    print(f"{label}: the edit's verdict{how}: {verdict[:300]}", flush=True)
 
 
 def own_ninja(checkout: Path) -> list[str]:
