@@ -68,11 +68,13 @@ def show_config(c):
             "era": "main (default: scikit-build-core, as PyTorch 2.14 and main) or 2.13 (setup.py)",
             "units": "translation units in its core library (default 24; e.g. 2000 to measure relinks at scale)",
             "size": "demo (default) or pytorch: PyTorch's counts (5,000 units, 9,000 installed headers, 2,000 "
-                    "modules, a 300 MB libtorch, a codegen input 1,000 units include)"})
-def demo(c, path=None, legacy=False, verbose=False, units=None, era="main", size="demo"):
+                    "modules, a 300 MB libtorch, a codegen input 1,000 units include)",
+            "pad-mb": "megabytes of libtorch's bytes on top of its code (pytorch: 300; 1000 for a CUDA build's "
+                      "libtorch_cuda, 4000 for a debug libtorch_cpu)"})
+def demo(c, path=None, legacy=False, verbose=False, units=None, era="main", size="demo", pad_mb=None):
     """Run the whole job on the embedded demo project (a small PyTorch-shaped upstream)."""
     cli.main(_root(c), "demo.demo", verbose=verbose, path=path, legacy=legacy, units=int(units) if units else None,
-             era=era, size=size)
+             era=era, size=size, pad_mb=int(pad_mb) if pad_mb is not None else None)
 
 
 PATCH_HELP = {"path": "the checkout (default: source.path)", "patches": "folder holding `series` (default: patches/)"}

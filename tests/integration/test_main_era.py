@@ -154,9 +154,14 @@ def test_inv_demo_builds_main_with_cuda_and_runs_native_aot_stage_2_unless_turne
     assert imported(co)["aot"] == "0"  # CMake embeds nothing either, though stage 2 left its kernels in build/
 
 
-def test_an_era_the_demo_does_not_have_is_one_clear_error(tmp_path):
-    done = inv("demo", "--era", "2.99", "--path", str(tmp_path / "demo"))
-    assert done.returncode == 1 and "--era 2.99 is not one the demo has" in done.stderr and "main, 2.13" in done.stderr
+@pytest.mark.parametrize(("args", "said"), [
+    (("--era", "2.99"), ("--era 2.99 is not one the demo has", "main, 2.13")),
+    (("--size", "huge"), ("--size huge is not one the demo has", "demo, pytorch")),
+    (("--pad-mb", "99999"), ("--pad-mb 99999 is out of range", "pass 0 to 8192")),
+])
+def test_a_demo_it_does_not_have_is_one_clear_error(tmp_path, args, said):
+    done = inv("demo", *args, "--path", str(tmp_path / "demo"))
+    assert done.returncode == 1 and all(s in done.stderr for s in said), done.stderr
     assert "Traceback" not in done.output and not (tmp_path / "demo").exists()
 
 

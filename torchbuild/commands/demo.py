@@ -17,15 +17,18 @@ from .clone import clone, sync
 
 
 def demo(cfg: Config, path: str | None = None, legacy: bool = False, units: int | None = None,
-         era: str = "main", size: str = "demo") -> int:
+         era: str = "main", size: str = "demo", pad_mb: int | None = None) -> int:
     """Clone, sync, patch, build and import-check the demo upstream (`era`: main builds through scikit-build-core
     as PyTorch 2.14 and main do, 2.13 through setup.py; `legacy`: as PyTorch 1.10, on Python 3.6; `units`: that
     many translation units in its core library, to measure the edit-compile loop at scale; `size`: "pytorch" gives
-    it PyTorch's counts, demo.SIZES)."""
+    it PyTorch's counts, demo.SIZES; `pad_mb`: libtorch that many MB bigger, a CUDA or debug build's size)."""
     if size not in SIZES:
         raise TorchbuildError(f"--size {size} is not one the demo has", f"pass one of {', '.join(SIZES)}")
     if units is not None and not 1 <= units <= 20000:
         raise TorchbuildError(f"--units {units} is out of range", "pass 1 to 20000 (the default demo has 24)")
+    if pad_mb is not None and not 0 <= pad_mb <= 8192:
+        raise TorchbuildError(f"--pad-mb {pad_mb} is out of range", "pass 0 to 8192 (--size pytorch has 300; a "
+                                                                     "debug libtorch_cpu.so is 3.9 GB)")
     if era not in ERAS:
         raise TorchbuildError(f"--era {era} is not one the demo has", f"pass one of {', '.join(ERAS)}")
     con = _console.get()
@@ -34,7 +37,8 @@ def demo(cfg: Config, path: str | None = None, legacy: bool = False, units: int 
         shutil.rmtree(base / "upstream", ignore_errors=True)
         shutil.rmtree(base / "checkout", ignore_errors=True)
     with con.timed(f"make the demo upstream in {base / 'upstream'}"):
-        counts = dataclasses.replace(SIZES[size], units=units or SIZES[size].units)
+        counts = dataclasses.replace(SIZES[size], units=units or SIZES[size].units,
+                                     pad_mb=SIZES[size].pad_mb if pad_mb is None else pad_mb)
         upstream = make_upstream(base / "upstream", legacy=legacy, era="2.13" if legacy else era, size=counts)
     source = dataclasses.replace(cfg.source, url=upstream.url("pytorch"), ref=None, path=str(base / "checkout"))
     demo_build = dataclasses.replace(cfg.build, min_free_gb=min(cfg.build.min_free_gb, 1.0),
