@@ -347,7 +347,9 @@ class Run:
         """The tree's record after the build: complete unless a source changed while it ran or a wheel is
         missing; its files, its trees, its evidence. The trees, for the profile."""
         plan, checkout, state = self.plan, self.plan.checkout, self.state
-        known = state.marker.contents if state.marker else ""
+        before = state.marker  # what the last record holds: what did not change since is not read again
+        known = before.contents if before else ""
+        same_env = before.env_files if before and before.env_prefix == str(plan.env.prefix) else None
         with ThreadPoolExecutor(1) as beside:  # git's status after the build, beside the claims (each ~0.1 s at
             status = beside.submit(worktree, checkout) if state.worktree is not None else None  # PyTorch's size)
             owned, configured = channels.claimed(checkout, self.build, plan.log, state.files, self.configured,
@@ -360,7 +362,7 @@ class Run:
         write_marker(self.build, Record(
             plan.key, plan.configure, done, self.remedies, wheel_id(made) if made else None, owned,
             develop.worktree if develop else state.worktree,
-            develop.env_files if develop else env_files(plan) if plan.outputs_in_env else None,
+            develop.env_files if develop else env_files(plan, same_env) if plan.outputs_in_env else None,
             develop.env_prefix if develop else str(plan.env.prefix), tuple(configured), self.parts,
             source_folders(checkout, trees), seen, (develop.develop or develop.done) if develop else None,
             self.verdict.debug_units, channels.packed_contents(checkout, owned, state.files, known)))
