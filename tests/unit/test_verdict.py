@@ -138,3 +138,33 @@ def test_the_envs_files_are_read_from_record_only_when_record_changed(tmp_path, 
     (site / "pkg/include/y.h").write_text("new")
     (info / "RECORD").write_text("\n".join(["pkg/include/y.h,,", *rows]) + "\n")
     assert "lib/python3.11/site-packages/pkg/include/y.h" in uptodate.env_files(plan, recorded)
+
+
+def test_a_tree_with_a_configure_depends_glob_is_asked_its_three_questions_at_once(tmp_path):
+    """Issue 55: a `file(GLOB ... CONFIGURE_DEPENDS)` (PyTorch main's torch_cuda) makes ninja show CMake's glob
+    check on every run; the check and the dry run past it start ahead with the dry run, and answer as asked one
+    after the other would: nothing to do with the globs as they were, a reconfigure once a file is added."""
+    from types import SimpleNamespace
+
+    from torchbuild.builder.ownership.uptodate import AHEAD, ahead, forget_ahead, ninja_dry_run, nothing_to_do
+
+    src, tree = tmp_path / "src", tmp_path / "build"
+    (src / "parts").mkdir(parents=True)
+    (src / "parts" / "a.c").write_text("int a(void) { return 1; }\n")
+    (src / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.18)\nproject(g C)\n"
+                                        "file(GLOB PARTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/parts/*.c)\n"
+                                        "add_library(g STATIC ${PARTS})\n")
+    subprocess.run(["cmake", "-G", "Ninja", "-S", str(src), "-B", str(tree)], check=True, capture_output=True)
+    subprocess.run(["ninja", "-C", str(tree)], check=True, capture_output=True)
+    plan = SimpleNamespace(changes={"PATH": os.environ["PATH"]})
+    try:
+        ahead([tree], os.environ["PATH"])
+        assert sorted(what for what, _, _ in AHEAD) == ["dry", "globs", "past"]
+        lines, steps = ninja_dry_run(tree, plan, {})
+        assert nothing_to_do(lines) and steps == [] and not AHEAD, (lines, steps)
+        (src / "parts" / "b.c").write_text("int b(void) { return 2; }\n")
+        ahead([tree], os.environ["PATH"])
+        lines, steps = ninja_dry_run(tree, plan, {})
+        assert not nothing_to_do(lines), lines  # the glob finds more: CMake runs again
+    finally:
+        forget_ahead()

@@ -13,8 +13,9 @@ import tempfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ...digest import digest
 from ...run import Result, run
@@ -171,21 +172,35 @@ def ninja_dry_run(build: Path, plan: Plan, base_env: Mapping[str, str]) -> tuple
     return lines, steps
 
 
-AHEAD: dict[tuple[str, str], Future[Result]] = {}  # dry runs started before they are asked (ahead())
+AHEAD: dict[tuple[str, str, str], Future[Any]] = {}  # answers started before they are asked (ahead()): by what, the
+# program that answers, the tree
 
 
 def ahead(trees: Iterable[Path], path: str) -> None:
     """Start each tree's `ninja -n -d explain` now (its ninja: the tree's, else the first on `path`), beside the
     checks that come before it (git's status, the recorded files' stats): ninja's dry run is ninja's own no-op
-    (0.12 s at PyTorch's size), and the verdict asks it once those are done. It reads the tree and writes
-    nothing; `dry_run` takes its answer."""
+    (0.12 s at PyTorch's size), and the verdict asks it once those are done. A tree with a `file(GLOB ...
+    CONFIGURE_DEPENDS)` shows CMake's glob check on every run: the check and the dry run past it start at the
+    same time too, not one after the other. Each reads the tree and writes nothing; the verdict takes the
+    answers (`dry_run`, `past_regeneration`, `globs_unchanged`)."""
     for tree in trees:
         ninja = ninja_of(tree, path) if (tree / "build.ninja").exists() else None
-        if ninja and (ninja, str(tree)) not in AHEAD:
+        if ninja is None or ("dry", ninja, str(tree)) in AHEAD:
+            continue
+        asked: dict[tuple[str, str], Callable[[], Any]] = {("dry", ninja): partial(dry_run_result, ninja, tree)}
+        if (tree / "CMakeFiles" / "VerifyGlobs.cmake").is_file():
+            asked[("past", ninja)] = partial(past_regeneration_result, ninja, tree)
+            asked[("globs", "")] = partial(globs_checked, tree)
+        for (what, who), question in asked.items():
             pool = ThreadPoolExecutor(1)
-            AHEAD[(ninja, str(tree))] = pool.submit(run, dry_run_argv(ninja, tree), capture=True, echo=False,
-                                                    check=False)
+            AHEAD[(what, who, str(tree))] = pool.submit(question)
             pool.shutdown(wait=False)  # its thread ends with the run
+
+
+def taken(what: str, who: str, tree: Path, ask: Callable[[], Any]) -> Any:
+    """The answer `ahead` started for the tree, else `ask`'s now."""
+    started = AHEAD.pop((what, who, str(tree)), None)
+    return started.result() if started else ask()
 
 
 def forget_ahead() -> None:
@@ -201,12 +216,20 @@ def dry_run_argv(ninja: str, build: Path, manifest: str | None = None) -> list[s
     return [ninja, "-C", str(build), *(["-f", manifest] if manifest else []), "-n", "-d", "explain"]
 
 
+def dry_run_result(ninja: str, build: Path, manifest: str | None = None) -> Result:
+    return run(dry_run_argv(ninja, build, manifest), capture=True, echo=False, check=False)
+
+
 def dry_run(ninja: str, build: Path, manifest: str | None = None) -> tuple[list[str], list[str]] | None:
     """`ninja -n -d explain` in the tree (through `manifest` where given): its explain lines and step names;
     the answer of the run `ahead` started, where it started this one."""
-    started = AHEAD.pop((ninja, str(build)), None) if manifest is None else None
-    res = started.result() if started else run(dry_run_argv(ninja, build, manifest), capture=True, echo=False,
-                                                check=False)
+    res = taken("dry", ninja, build, partial(dry_run_result, ninja, build)) if manifest is None else \
+        dry_run_result(ninja, build, manifest)
+    return explained(res)
+
+
+def explained(res: Result) -> tuple[list[str], list[str]] | None:
+    """A dry run's explain lines and step names (None: it failed)."""
     if res.returncode != 0:
         return None
     if "no work to do" in res.stdout:
@@ -217,18 +240,23 @@ def dry_run(ninja: str, build: Path, manifest: str | None = None) -> tuple[list[
 
 
 def past_regeneration(ninja: str, build: Path) -> tuple[list[str], list[str]] | None:
-    """The dry run of the tree's build.ninja as it stands, its regeneration left out: a manifest outside the
-    tree that includes it is the one ninja would remake first, and no edge makes it."""
-    path = str((build / "build.ninja").resolve()).replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
-    with tempfile.TemporaryDirectory(prefix="tb-explain-") as tmp:
-        manifest = Path(tmp) / "asked.ninja"
-        manifest.write_text(f"include {path}\n")
-        asked = dry_run(ninja, build, str(manifest))
+    """The dry run of the tree's build.ninja as it stands, its regeneration left out."""
+    asked = explained(taken("past", ninja, build, partial(past_regeneration_result, ninja, build)))
     if asked is None:
         return None
     lines, steps = asked
     return [line for line in lines if not GLOB_CHECK.search(line)], \
         [s for s in steps if not s.startswith(("Re-checking globbed", "Re-running CMake"))]
+
+
+def past_regeneration_result(ninja: str, build: Path) -> Result:
+    """ninja's dry run through a manifest outside the tree that includes its build.ninja: that manifest is the
+    one ninja would remake first, and no edge makes it."""
+    path = str((build / "build.ninja").resolve()).replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
+    with tempfile.TemporaryDirectory(prefix="tb-explain-") as tmp:
+        manifest = Path(tmp) / "asked.ninja"
+        manifest.write_text(f"include {path}\n")
+        return dry_run_result(ninja, build, str(manifest))
 
 
 GLOB_CHECK = re.compile(r"CMakeFiles/(?:VerifyGlobs\.cmake_force|cmake\.verify_globs)\b")
@@ -238,6 +266,10 @@ def globs_unchanged(build: Path) -> bool:
     """Whether every `file(GLOB ... CONFIGURE_DEPENDS)` of the tree still finds what it found (ninja re-checks
     them on every build, so a tree that has them always shows that step; PyTorch main's torch_cuda has one),
     by CMake's own check, which marks the tree for a reconfigure when one differs."""
+    return bool(taken("globs", "", build, partial(globs_checked, build)))
+
+
+def globs_checked(build: Path) -> bool:
     cmake, script = cache_entry(build, "CMAKE_COMMAND"), build / "CMakeFiles" / "VerifyGlobs.cmake"
     if not cmake or not script.is_file():
         return False
