@@ -21,6 +21,7 @@ from ..helpers import (
     has_python,
     imported,
     inv,
+    last_log,
     project,
 )
 from ..integration.test_debugfiles import debug_files_round_trip
@@ -79,7 +80,15 @@ def test_the_loop_strips_what_scikit_build_core_strips(main_demo):  # noqa: F811
     assert not symbols(lib)  # pip's build stripped it
     edit(co / "c10/core/unit_01.cpp", "(n / 2)", "(n / 3)")
     loop = build(co, "--cuda", "none").stderr
-    assert "--strip`" in loop and not symbols(lib), loop
+    assert "stripping what it copies" in loop and not symbols(lib), loop
+    # an edit that relinks libtorch_python (and _C) only: libc10 is neither copied nor stripped again
+    python_lib, kept = lib.parent / "libtorch_python.so", lib.stat()
+    edit(co / "minitorch/csrc/module.cpp", "static PyObject* checksum", "/* the loop */ static PyObject* checksum")
+    assert "stripping what it copies" in build(co, "--cuda", "none").stderr
+    stripped = [Path(p).name for p in re.findall(r"(?m)/strip (\S+)\)$", last_log(co))]  # the strip commands run
+    assert "libtorch_python.so" in stripped and "libc10.so" not in stripped, stripped
+    assert not symbols(python_lib) and (lib.stat().st_ino, lib.stat().st_mtime_ns) == (kept.st_ino, kept.st_mtime_ns)
+    assert "up to date" in build(co, "--cuda", "none").stderr
     off = {"SKBUILD_INSTALL_STRIP": "false"}
     whole = build(co, "--cuda", "none", env=off).stderr
     assert "SKBUILD_INSTALL_STRIP" in whole and "cmake --install" not in whole and symbols(lib), whole

@@ -194,12 +194,12 @@ exit $rc
     assert ".nox/" in git(original, "status", "--porcelain")
     assert UP_TO_DATE in build(original, *flags).stderr
 
-    # the loop's `cmake --install --strip` calling a library remade within its second "Up-to-date"
+    # the loop's `cmake --install` calling a library remade within its second "Up-to-date"
     co = original
     checksum = imported(co)["checksum"]
     edit(co / "c10/core/unit_01.cpp", "(n / 2)", "(n / 3)")
     loop = build(co, *flags)
-    assert "only files ninja builds from changed" in loop.stderr  # the loop: cmake --build, cmake --install --strip
+    assert "only files ninja builds from changed" in loop.stderr  # the loop: cmake --build, cmake --install, strip
     assert imported(co)["checksum"] != checksum  # the new library, not the one the install called up to date
     assert "installed again" in loop.stderr
 

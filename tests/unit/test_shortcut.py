@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import shutil
 import subprocess
+from pathlib import Path
 
-from torchbuild.builder import scm
+from torchbuild.builder import scm, stripping
 from torchbuild.builder.shortcut import (
     changed_since,
     metadata_version,
@@ -122,3 +124,54 @@ def test_a_version_compiled_in_by_the_projects_cmake_needs_the_configure(tmp_pat
     assert scm.configured_with_another(tmp_path, [build], "0.1.dev2+gabc") is None  # the same version
     why = scm.configured_with_another(tmp_path, [build], "0.1.dev3+gdef")
     assert why and "CMakeLists.txt reads SKBUILD_PROJECT_VERSION" in why and "0.1.dev2+gabc" in why
+
+
+STRIPPED_PROJECT = """cmake_minimum_required(VERSION 3.18)
+project(p C)
+add_library(a SHARED a.c)
+add_subdirectory(sub)
+install(TARGETS a LIBRARY DESTINATION "lib dir")
+"""
+
+
+def test_the_loop_strips_what_the_install_copied_as_strip_would(tmp_path):
+    """scikit-build-core's `--strip`, run by the loop on what CMake's install copied (stripping.py): the same
+    bytes as `cmake --install --strip`, and the next install calls an unchanged library up to date."""
+    src, build = tmp_path / "src", tmp_path / "build"
+    (src / "sub").mkdir(parents=True)
+    (src / "CMakeLists.txt").write_text(STRIPPED_PROJECT)
+    (src / "a.c").write_text("int a(void) { return 1; }\n")
+    (src / "sub" / "CMakeLists.txt").write_text("add_library(b SHARED b.c)\ninstall(TARGETS b DESTINATION lib)\n")
+    (src / "sub" / "b.c").write_text("int b(void) { return 2; }\n")
+    cmake = shutil.which("cmake")
+    subprocess.run([cmake, "-S", src, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release"], check=True,
+                   capture_output=True)
+    subprocess.run([cmake, "--build", build], check=True, capture_output=True)
+
+    def install(prefix, *strip):
+        return subprocess.run([cmake, "--install", build, "--prefix", prefix, *strip], check=True,
+                              capture_output=True, text=True).stdout
+
+    def loop(prefix):
+        for argv in stripping.commands(install(prefix), build, prefix, {}):
+            times = stripping.keep_times(Path(argv[-1]))
+            subprocess.run(argv, check=True)
+            stripping.give_back(Path(argv[-1]), times)
+
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    install(theirs, "--strip")
+    loop(ours)
+    libs = ["lib dir/liba.so", "lib/libb.so"]
+    assert [(ours / lib).read_bytes() for lib in libs] == [(theirs / lib).read_bytes() for lib in libs]
+    assert (ours / libs[0]).stat().st_size < (build / "liba.so").stat().st_size  # stripped
+    assert stripping.commands(install(ours), build, ours, {}) == []  # both "Up-to-date": neither copied again
+
+    (src / "sub" / "b.c").write_text("int b(void) { return 3; }\n")
+    subprocess.run([cmake, "--build", build], check=True, capture_output=True)
+    relinked = (build / "sub" / "libb.so").stat()  # CMake copies what is a second or more apart: a later link
+    os.utime(build / "sub" / "libb.so", ns=(relinked.st_atime_ns, relinked.st_mtime_ns + 2_000_000_000))
+    assert [Path(argv[-1]) for argv in stripping.commands(install(ours), build, ours, {})] == [ours / libs[1]]
+    assert stripping.commands("", build, ours, {"DESTDIR": "/x"}) == []
+    with open(build / "cmake_install.cmake", "a") as script:  # a strip command CMake resolves at install time
+        script.write('if(CMAKE_INSTALL_DO_STRIP)\n  execute_process(COMMAND "${CMAKE_STRIP}" "x")\nendif()\n')
+    assert stripping.commands("", build, ours, {}) is None  # the loop then installs again with --strip

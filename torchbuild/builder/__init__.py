@@ -100,8 +100,11 @@ def described(plan: Plan, verdict: Verdict, base_env: Mapping[str, str]) -> list
     if compiles is not None and verdict.way is not Way.UP_TO_DATE:
         lines.append(f"ninja would run {len(verdict.steps())} step(s), {compiles} of them compile step(s)")
     argvs = [with_jobs(list(c.argv), plan.changes) if verdict.quick else list(c.argv) for c in verdict.commands]
-    lines += [f"would run:   (cd {c.cwd} && {format_command(argv, base_env, {})})"
-              for c, argv in zip(verdict.commands, argvs)]
+    for c, argv in zip(verdict.commands, argvs):
+        lines.append(f"would run:   (cd {c.cwd} && {format_command(argv, base_env, {})})")
+        if c.strips_into:
+            lines.append("then strip:  what that install copies, by its script's own strip commands (as --strip "
+                         "strips them; what it leaves is stripped already)")
     return lines
 
 

@@ -23,7 +23,7 @@ from ..errors import BuildFailed, CommandError
 from ..progress import Tracker
 from ..run import format_command, merged_env, run
 from ..toolchain import linkers
-from . import against, debugfiles, evidence, history, inplace, pools, profile, record, shortcut
+from . import against, debugfiles, evidence, history, inplace, pools, profile, record, shortcut, stripping
 from .budget import job_slots, shim_waits
 from .cachestats import miss_reasons, parse_sccache_stats, parse_stats_log
 from .explain import remember, tree_kinds
@@ -228,10 +228,12 @@ class Run:
                 self.result.waited_for_jobs += waited
                 for command in self.commands:
                     argv = with_jobs(list(command.argv), changes) if self.quick else list(command.argv)
+                    since = self.logged(log)
                     log.write(format_command(argv, self.base_env, plan.changes, command.cwd) + "\n")
                     run(argv, cwd=command.cwd, env={**changes, BUILD_ID: running}, base_env=self.base_env,
                         echo=self.opts.verbose,
                         on_line=_show(self.tracker, self.opts.verbose, log, self.timeline, self.unused), log=log)
+                    self.strip_copies(command, since, log)
         finally:
             self.result.waited_for_jobs += shim_waits(plan)
 
@@ -271,13 +273,41 @@ class Run:
         remade = profile.steps_since(logged, self.state.trees, command_start)
         stale = channels.skipped_installs(_log_tail(self.plan.log), remade)
         if stale:
-            _console.get().info(f"CMake's install called {stale[0]} up to date though the build remade it (the "
-                                "copies were under a second apart, and strip stamped the old one): installed again")
+            _console.get().info(f"CMake's install called {stale[0]} up to date though the build remade it (it "
+                                "compares mtimes to the second): installed again")
             for path in stale:
                 path.unlink(missing_ok=True)
             last = self.commands[-1]
-            run(list(last.argv), cwd=last.cwd, env=self.plan.changes, base_env=self.base_env,
-                echo=self.opts.verbose, log=log)
+            since = self.logged(log)
+            self.logged_run(list(last.argv), last.cwd, log)
+            self.strip_copies(last, since, log)
+
+    def logged(self, log: IO[str]) -> int:
+        """Where the log ends now: what a command writes from here is its own."""
+        log.flush()
+        return self.plan.log.stat().st_size
+
+    def strip_copies(self, command: Command, since: int, log: IO[str]) -> None:
+        """The backend's strip after CMake's install, on what the install copied (stripping.py); the install
+        again with `--strip` where only CMake can run its strip commands."""
+        if command.strips_into is None:
+            return
+        plan = self.plan
+        self.logged(log)
+        strips = stripping.commands(_log_tail(plan.log, since, size=1 << 40), self.build, command.strips_into,
+                                    merged_env(self.base_env, plan.changes))
+        if strips is None:
+            self.logged_run([*command.argv, "--strip"], command.cwd, log)
+            return
+        for argv in strips:
+            times = stripping.keep_times(Path(argv[-1]))
+            self.logged_run(argv, command.cwd, log, check=False)  # as CMake's execute_process: unchecked
+            stripping.give_back(Path(argv[-1]), times)
+
+    def logged_run(self, argv: list[str], cwd: Path, log: IO[str], check: bool = True) -> None:
+        log.write(format_command(argv, self.base_env, self.plan.changes, cwd) + "\n")
+        run(argv, cwd=cwd, env=self.plan.changes, base_env=self.base_env, echo=self.opts.verbose, log=log,
+            check=check)
 
     def finish(self, logged: Mapping[Path, tuple[int, int]], probed: Future[dict[str, object]],
                command_start: float, command_end: float, peak: usage.Peak) -> None:

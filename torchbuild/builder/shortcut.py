@@ -13,9 +13,9 @@ whole way, as does --rerun.
 
 Under scikit-build-core (PyTorch main) pip's editable install reconfigures, builds, installs into a
 staging tree, zips it and unpacks it into site-packages (#196619). The shortcut is CMake's build and
-`cmake --install --prefix <site-packages>/<wheel.install-dir>`, with the backend's strip, where the last
-install put exactly the files of CMake's install manifest there (no file the backend adds or leaves out,
-no absolute DESTINATION).
+`cmake --install --prefix <site-packages>/<wheel.install-dir>`, with the backend's strip of what it copied
+(stripping.py), where the last install put exactly the files of CMake's install manifest there (no file the
+backend adds or leaves out, no absolute DESTINATION).
 """
 
 from __future__ import annotations
@@ -82,14 +82,14 @@ def refusal(changed: list[str], named: AbstractSet[str], package: str, outputs: 
     return None
 
 
-def commands(driver: Driver, build: Path, env: Mapping[str, str], into: Path | None = None, strip: bool = False
+def commands(driver: Driver, build: Path, env: Mapping[str, str], into: Path | None = None
              ) -> list[list[str]] | None:
     """The build driver's own step in build/ (its `loop`), by `cmake` on the build's PATH (None: no cmake);
     `with_jobs` adds MAX_JOBS as it stands when the build starts."""
     cmake = shutil.which("cmake", path=env.get("PATH"))
     if cmake is None:
         return None
-    return driver.loop(cmake, cache_entry(build, "CMAKE_BUILD_TYPE") or "Release", into, strip)
+    return driver.loop(cmake, cache_entry(build, "CMAKE_BUILD_TYPE") or "Release", into)
 
 
 def with_jobs(argv: list[str], env: Mapping[str, str | None]) -> list[str]:

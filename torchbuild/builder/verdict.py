@@ -63,6 +63,7 @@ class Way(Enum):
 class Command:
     argv: tuple[str, ...]
     cwd: Path
+    strips_into: Path | None = None  # CMake's install into this folder: then strip what it copied (stripping.py)
 
 
 @dataclass(frozen=True)
@@ -272,8 +273,8 @@ def debug_refusal(plan: Plan, state: State, found: Verdict) -> str | None:
 
 
 def unstripped(found: Verdict) -> Verdict:
-    """The shortcut's install without --strip (scikit-build-core's default strips the debug info away)."""
-    commands = tuple(Command(tuple(a for a in c.argv if a != "--strip"), c.cwd) for c in found.commands)
+    """The shortcut's install without the strip (scikit-build-core's default strips the debug info away)."""
+    commands = tuple(replace(c, strips_into=None) for c in found.commands)
     return replace(found, commands=commands) if found.way is Way.SHORTCUT else found
 
 
@@ -427,13 +428,16 @@ def quick(plan: Plan, state: State, found: Verdict, base_env: Mapping[str, str])
         shortcut.whole_way(plan.checkout, build, plan.package, found.marker,
                            list(found.work.lines) if found.work is not None else None, state.worktree, state.files,
                            into, plan.driver.copies(plan.package) if plan.driver else {})
-    argvs = shortcut.commands(plan.driver, build, merged_env(base_env, plan.changes), into,
-                              bool(plan.env_install and plan.env_install[1])) if why is None and plan.driver else None
+    argvs = shortcut.commands(plan.driver, build, merged_env(base_env, plan.changes), into) \
+        if why is None and plan.driver else None
     if argvs is None:
         driver = "pip" if plan.outputs_in_env or not plan.forwards_cmake else "setup.py"
         return replace(found, through=f"through {driver}", why=why or "no cmake on the PATH")
-    shown = " then ".join("`cmake " + " ".join(argv[1:]) + "`" for argv in argvs)
-    return replace(found, way=Way.SHORTCUT, commands=tuple(Command(tuple(a), build) for a in argvs),
+    strip = into if plan.env_install and plan.env_install[1] else None
+    commands = tuple(Command(tuple(a), build, strip if "--install" in a else None) for a in argvs)
+    shown = " then ".join("`cmake " + " ".join(c.argv[1:]) + "`" + (", stripping what it copies" if c.strips_into
+                                                                     else "") for c in commands)
+    return replace(found, way=Way.SHORTCUT, commands=commands,
                    why=f"only files ninja builds from changed since the last build: {shown} in build/, as "
                        f"{'scikit-build-core' if into else 'setup.py'} runs it, without pip (--rerun goes the whole "
                        "way)")

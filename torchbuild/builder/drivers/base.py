@@ -76,7 +76,7 @@ class Driver:
         until it runs: the shortcut refuses it): none."""
         return {}
 
-    def loop(self, cmake: str, config: str, into: Path | None, strip: bool) -> list[list[str]]:
+    def loop(self, cmake: str, config: str, into: Path | None) -> list[list[str]]:
         """The driver's own step in its CMake tree after an edit, run without it (the shortcut): CMake's build of
         the install target, which installs into the package folder (PyTorch's tools/setup_helpers/cmake.py:
         `cmake --build . --target install`). `into`: where the editable install copied CMake's install."""

@@ -54,13 +54,13 @@ class ScikitBuildCore(Driver):
         settings = pyproject(self.checkout).get("tool", {}).get("scikit-build", {})
         return str(settings.get("wheel", {}).get("install-dir") or ""), strips(settings, build_type, env)
 
-    def loop(self, cmake: str, config: str, into: Path | None, strip: bool) -> list[list[str]]:
-        """CMake's build, then its install into the env's folder the editable install copied it to, with the
-        backend's strip (no staging tree, no zip: #196619)."""
+    def loop(self, cmake: str, config: str, into: Path | None) -> list[list[str]]:
+        """CMake's build, then its install into the env's folder the editable install copied it to (no staging
+        tree, no zip: #196619); the backend's strip follows, for what the install copied (stripping.py)."""
         if into is None:
-            return super().loop(cmake, config, into, strip)
+            return super().loop(cmake, config, into)
         return [[cmake, "--build", ".", "--config", config],
-                [cmake, "--install", ".", "--config", config, "--prefix", str(into), *(["--strip"] if strip else [])]]
+                [cmake, "--install", ".", "--config", config, "--prefix", str(into)]]
 
     def after_install(self, python: str) -> tuple[str, ...]:
         """PyTorch's native-AOT stage 2 where the checkout has it: `spin develop` runs it after pip, which

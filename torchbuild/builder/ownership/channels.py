@@ -169,8 +169,8 @@ UP_TO_DATE = re.compile(r"(?m)^\s*-- Up-to-date: (.+?)\s*$")  # CMake's install,
 
 def skipped_installs(log_text: str, steps: Iterable[Step]) -> list[Path]:
     """The files CMake's install left as "Up-to-date" though this build remade them: CMake skips a copy whose
-    mtime is within a second of the installed one, and `--strip` stamps the installed copy when it strips it,
-    so a rebuild under a second after the last install keeps the old library (verified against what ninja
-    ran, by file name)."""
+    mtime is within a second of the installed one (which keeps the build's mtime, stripped too: stripping.py),
+    so a relink under a second after the last keeps the old library (verified against what ninja ran, by
+    file name)."""
     remade = {Path(step.output).name for step in steps}
     return [Path(p) for p in dict.fromkeys(UP_TO_DATE.findall(log_text)) if Path(p).name in remade]
