@@ -6,7 +6,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from torchbuild.builder.ownership.channels import tracked
+from torchbuild.builder.ownership.channels import skipped_installs, tracked
+from torchbuild.builder.profile import Step
 
 
 def git(repo: Path, *args: str) -> None:
@@ -34,3 +35,12 @@ def test_the_tracked_names_among_a_builds_are_found_by_folder_in_the_checkout_an
     theirs = ["setup.py", "pkg/include/core.h", "third_party/sub/include/s.h"]
     assert tracked(co, built + theirs) == set(theirs)  # `[x].h` is a name, not a pattern matching x.h
     assert tracked(co, built) == set()
+
+
+def test_a_library_the_install_called_up_to_date_though_remade_is_found_but_not_one_it_copied_first():
+    """CMake calls a copy a second apart "Up-to-date" (installed again by the build); a project that installs a
+    file twice (spglib: its own and its subproject's install rule) has the second one up to date, rightly."""
+    log = ("-- Installing: /env/pkg/lib/libtwice.so\n-- Up-to-date: /env/pkg/lib/libstale.so\n"
+           "-- Up-to-date: /env/pkg/lib/libtwice.so\n-- Up-to-date: /env/pkg/lib/libkept.so\n")
+    remade = [Step(f"lib/{name}", 0.0, 1.0, "link") for name in ("libtwice.so", "libstale.so")]
+    assert skipped_installs(log, remade) == [Path("/env/pkg/lib/libstale.so")]

@@ -141,7 +141,9 @@ def test_the_loop_strips_what_the_install_copied_as_strip_would(tmp_path):
     (src / "sub").mkdir(parents=True)
     (src / "CMakeLists.txt").write_text(STRIPPED_PROJECT)
     (src / "a.c").write_text("int a(void) { return 1; }\n")
-    (src / "sub" / "CMakeLists.txt").write_text("add_library(b SHARED b.c)\ninstall(TARGETS b DESTINATION lib)\n")
+    (src / "sub" / "CMakeLists.txt").write_text("add_library(b SHARED b.c)\n"  # versioned: links beside it
+                                               "set_target_properties(b PROPERTIES VERSION 1.2.3 SOVERSION 1)\n"
+                                               "install(TARGETS b DESTINATION lib)\n")
     (src / "sub" / "b.c").write_text("int b(void) { return 2; }\n")
     cmake = shutil.which("cmake")
     subprocess.run([cmake, "-S", src, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release"], check=True,
@@ -161,15 +163,16 @@ def test_the_loop_strips_what_the_install_copied_as_strip_would(tmp_path):
     ours, theirs = tmp_path / "ours", tmp_path / "theirs"
     install(theirs, "--strip")
     loop(ours)
-    libs = ["lib dir/liba.so", "lib/libb.so"]
+    libs = ["lib dir/liba.so", "lib/libb.so.1.2.3"]
     assert [(ours / lib).read_bytes() for lib in libs] == [(theirs / lib).read_bytes() for lib in libs]
     assert (ours / libs[0]).stat().st_size < (build / "liba.so").stat().st_size  # stripped
+    assert (ours / "lib/libb.so").is_symlink() and (ours / "lib/libb.so.1").is_symlink()  # never stripped
     assert stripping.commands(install(ours), build, ours, {}) == []  # both "Up-to-date": neither copied again
 
     (src / "sub" / "b.c").write_text("int b(void) { return 3; }\n")
     subprocess.run([cmake, "--build", build], check=True, capture_output=True)
-    relinked = (build / "sub" / "libb.so").stat()  # CMake copies what is a second or more apart: a later link
-    os.utime(build / "sub" / "libb.so", ns=(relinked.st_atime_ns, relinked.st_mtime_ns + 2_000_000_000))
+    relinked = (build / "sub" / libs[1][4:]).stat()  # CMake copies what is a second or more apart: a later link
+    os.utime(build / "sub" / libs[1][4:], ns=(relinked.st_atime_ns, relinked.st_mtime_ns + 2_000_000_000))
     assert [Path(argv[-1]) for argv in stripping.commands(install(ours), build, ours, {})] == [ours / libs[1]]
     assert stripping.commands("", build, ours, {"DESTDIR": "/x"}) == []
     with open(build / "cmake_install.cmake", "a") as script:  # a strip command CMake resolves at install time

@@ -18,11 +18,13 @@ import re
 from pathlib import Path
 from typing import Mapping
 
+from .ownership.channels import INSTALLING
+
 STRIP_RULE = re.compile(r'if\(CMAKE_INSTALL_DO_STRIP\)\s*execute_process\(COMMAND\s+((?:[^()"]|"(?:[^"\\]|\\.)*")+)\)'
                         r'\s*endif\(\)')
 TOKEN = re.compile(r'"((?:[^"\\]|\\.)*)"|([^\s"]+)')
+FOREACH = re.compile(r'foreach\(file\s+((?:"(?:[^"\\]|\\.)*"\s*)+)\)(.*?)endforeach\(\)', re.S)
 INCLUDE = re.compile(r'(?m)^\s*include\("((?:[^"\\]|\\.)*cmake_install\.cmake)"')
-INSTALLING = re.compile(r"(?m)^\s*-- Installing: (.+?)\s*$")
 
 
 def unquoted(text: str) -> str:
@@ -44,13 +46,31 @@ def strip_rules(build: Path, prefix: Path, destdir: str = "") -> dict[Path, list
         if "MESSAGE_NEVER" in text:  # CMAKE_INSTALL_MESSAGE=NEVER: the install does not say what it copied
             return None
         scripts += [Path(unquoted(m)) for m in INCLUDE.findall(text)]
-        for rule in STRIP_RULE.findall(text):
-            argv = [unquoted(q) if q or not bare else bare for q, bare in TOKEN.findall(rule)]
+        for argv in script_rules(text):
             argv = [a.replace("$ENV{DESTDIR}", destdir).replace("${CMAKE_INSTALL_PREFIX}", str(prefix)) for a in argv]
             if len(argv) < 2 or any("${" in a or "$ENV{" in a for a in argv):
                 return None
             rules[Path(argv[-1])] = argv
     return rules
+
+
+def script_rules(text: str) -> list[list[str]]:
+    """One install script's strip commands, as written; a versioned library's (libfoo.so.1.2 and libfoo.so.1)
+    are one command in a `foreach(file ...)` over its files."""
+    found: list[list[str]] = []
+
+    def each(block: re.Match[str]) -> str:
+        files = words(block.group(1))
+        found.extend([a.replace("${file}", f) for a in argv] for argv in map(words, STRIP_RULE.findall(block.group(2)))
+                     for f in files)
+        return ""
+
+    rest = FOREACH.sub(each, text)
+    return found + [words(rule) for rule in STRIP_RULE.findall(rest)]
+
+
+def words(arguments: str) -> list[str]:
+    return [unquoted(quoted) if quoted or not bare else bare for quoted, bare in TOKEN.findall(arguments)]
 
 
 def copied(install_output: str) -> list[Path]:
@@ -64,7 +84,8 @@ def commands(install_output: str, build: Path, prefix: Path, env: Mapping[str, s
     rules = strip_rules(build, prefix, env.get("DESTDIR") or "")
     if rules is None:
         return None
-    return [rules[path] for path in copied(install_output) if path in rules]
+    return [rules[path] for path in copied(install_output)
+            if path in rules and path.is_file() and not path.is_symlink()]  # as the script: not a namelink
 
 
 def keep_times(path: Path) -> tuple[int, int] | None:

@@ -165,12 +165,13 @@ def packed_contents(checkout: Path, owned: Mapping[str, list[int]], before: Mapp
 
 
 UP_TO_DATE = re.compile(r"(?m)^\s*-- Up-to-date: (.+?)\s*$")  # CMake's install, a file it did not copy
+INSTALLING = re.compile(r"(?m)^\s*-- Installing: (.+?)\s*$")  # and one it copied
 
 
 def skipped_installs(log_text: str, steps: Iterable[Step]) -> list[Path]:
     """The files CMake's install left as "Up-to-date" though this build remade them: CMake skips a copy whose
     mtime is within a second of the installed one (which keeps the build's mtime, stripped too: stripping.py),
     so a relink under a second after the last keeps the old library (verified against what ninja ran, by
-    file name)."""
-    remade = {Path(step.output).name for step in steps}
-    return [Path(p) for p in dict.fromkeys(UP_TO_DATE.findall(log_text)) if Path(p).name in remade]
+    file name). A file the same install copied first (a project that installs it twice, as spglib does) is not."""
+    remade, copied = {Path(step.output).name for step in steps}, set(INSTALLING.findall(log_text))
+    return [Path(p) for p in dict.fromkeys(UP_TO_DATE.findall(log_text)) if Path(p).name in remade and p not in copied]
