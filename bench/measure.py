@@ -40,9 +40,10 @@ def repeat(n: int, fn: Callable[[int], float]) -> dict[str, float]:
 class Bench:
     """One run's work folder, its environment, and the figures it recorded (results.json)."""
 
-    def __init__(self, quick: bool, work: Path, scales: tuple[int, ...] = ()) -> None:
+    def __init__(self, quick: bool, work: Path, scales: tuple[int, ...] = (), figures: tuple[str, ...] = ()) -> None:
         self.quick = quick
         self.scales = scales  # at_size's, where asked (--scales): else 1x, 10x and 100x
+        self.figures = figures  # at_size's, where asked (--figures): else all of them
         self.reps = 5
         self.work = work
         self.results: dict[str, dict] = {}

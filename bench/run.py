@@ -68,6 +68,9 @@ def main() -> int:
                              "measured again)")
     parser.add_argument("--scales", type=int, nargs="*", default=(),
                         help="at_size: these scales only (with --work: measured again where built before)")
+    parser.add_argument("--figures", nargs="*", default=(),
+                        help="at_size: these figures only (noop edit switch explain profile wheel matrix bisect "
+                             "restamp), on trees an earlier run built in --work")
     args = parser.parse_args()
     names = args.only or ["overhead", "noop", "clone", "switch", "matrix", "distcc", "envs", "memory", "realworld",
                           "nightly", "loop", "main_era", "drivers", "explain", "shapes", "core_hits", "memory_pool",
@@ -75,7 +78,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tb-bench-") as tmp:
         work = args.work.resolve() if args.work else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        bench = Bench(args.quick, work, tuple(args.scales))
+        bench = Bench(args.quick, work, tuple(args.scales), tuple(args.figures))
         for name in names:
             FIGURES[name](bench)
     out = ROOT / "bench" / "results.json"

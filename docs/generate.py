@@ -142,6 +142,8 @@ AT_SIZE_COLUMNS = {  # the figure's name after the scale: the column it fills
     "one .cpp edited, against ninja's compile, link and install": "one .cpp edited: torchbuild / ninja install",
     "one .cpp edited with SKBUILD_INSTALL_STRIP=0, against ninja's compile, link and install":
         "one .cpp edited, SKBUILD_INSTALL_STRIP=0: torchbuild / ninja install",
+    "one libtorch_python .cpp edited, against ninja's compile, link and install":
+        "one libtorch_python .cpp edited: torchbuild / ninja install",
     "switch back, against renaming its folders": "switch back",
     "--explain (s)": "--explain",
     "--profile (s)": "--profile",
