@@ -11,8 +11,11 @@ import subprocess
 from pathlib import Path
 
 from torchbuild.builder import scm, stripping
+from torchbuild.builder.ownership.records import Record
 from torchbuild.builder.shortcut import (
     changed_since,
+    env_install_refusal,
+    manifest_files,
     metadata_version,
     ninja_inputs,
     refusal,
@@ -178,3 +181,27 @@ def test_the_loop_strips_what_the_install_copied_as_strip_would(tmp_path):
     with open(build / "cmake_install.cmake", "a") as script:  # a strip command CMake resolves at install time
         script.write('if(CMAKE_INSTALL_DO_STRIP)\n  execute_process(COMMAND "${CMAKE_STRIP}" "x")\nendif()\n')
     assert stripping.commands("", build, ours, {}) is None  # the loop then installs again with --strip
+
+
+def test_the_loop_installs_into_the_env_only_where_the_editable_install_holds_cmakes_files(tmp_path):
+    """install_manifest.txt (into the env's folder, or the backend's staging one, `./` and all) against the
+    names the editable install put into the env: the same files, else the whole way."""
+    env, build = tmp_path / "env", tmp_path / "build"
+    into, staged = env / "lib/python3.11/site-packages/pkg", tmp_path / "staging"
+    build.mkdir()
+    (build / "CMakeCache.txt").write_text(f"CMAKE_INSTALL_PREFIX:PATH={staged}\n")
+    (build / "install_manifest.txt").write_text(f"{staged}/lib/liba.so\n{into}/./_C.so\n")
+    site = "lib/python3.11/site-packages/"
+    kept = {f"{site}pkg/lib/liba.so": [1, 1], f"{site}pkg/_C.so": [1, 1], f"{site}pkg-1.0.dist-info/RECORD": [1, 1],
+            f"{site}_editable_skbc_pkg.pth": [1, 1], "bin/tool": [1, 1]}
+    assert manifest_files(build, into) == {"lib/liba.so", "_C.so"}
+    assert env_install_refusal(build, Record("k", env_files=kept, env_prefix=str(env)), into) is None
+    fewer = {k: v for k, v in kept.items() if not k.endswith("_C.so")}
+    assert "holds other files" in env_install_refusal(build, Record("k", env_files=fewer, env_prefix=str(env)), into)
+    elsewhere = Record("k", env_files=kept, env_prefix=str(tmp_path / "other"))
+    assert "holds other files" in env_install_refusal(build, elsewhere, into)
+    with open(build / "install_manifest.txt", "a") as manifest:
+        manifest.write("/usr/lib/libb.so\n")  # an absolute DESTINATION
+    assert manifest_files(build, into) is None
+    assert "outside the install prefix" in env_install_refusal(build, Record("k", env_files=kept,
+                                                                             env_prefix=str(env)), into)
