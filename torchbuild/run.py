@@ -252,23 +252,22 @@ def _stream(proc: subprocess.Popen[bytes], on_line: Callable[[str], None] | None
             break
         pending += chunk
         *lines, pending = pending.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
-        for raw in lines:
-            _emit(raw, tail, on_line, log)
-    if pending:
-        _emit(pending, tail, on_line, log)
+        _emit(lines, tail, on_line, log)
+    _emit([pending], tail, on_line, log)
     return "\n".join(tail)
 
 
-def _emit(raw: bytes, tail: collections.deque[str], on_line: Callable[[str], None] | None,
+def _emit(raws: list[bytes], tail: collections.deque[str], on_line: Callable[[str], None] | None,
           log: IO[str] | None) -> None:
-    line = raw.decode(errors="replace")
-    if not line.strip():
-        return
-    tail.append(line)
-    if log is not None:
-        log.write(mask(line) + "\n")
+    """A chunk's lines: to the log in one write (a line-buffered log flushes once; an install's 9,000 lines
+    were 9,000 writes), then each to `on_line`."""
+    lines = [line for line in (raw.decode(errors="replace") for raw in raws) if line.strip()]
+    tail.extend(lines)
+    if log is not None and lines:
+        log.write("".join(mask(line) + "\n" for line in lines))
     if on_line is not None:
-        on_line(line)
+        for line in lines:
+            on_line(line)
 
 
 def passthrough(argv: Sequence[str], env: Mapping[str, str]) -> int:
