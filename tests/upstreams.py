@@ -37,6 +37,7 @@ class Project:
     generated: tuple[str, ...] = ()  # in the sdist, but written by the build and not tracked in the project's repo
     heavy: bool = False  # a minute or more of build: `nox -s realworld` runs it, README's test command does not
     own_build_dir: str = ""  # its pyproject's build-dir, where the user's own `pip install -e .` puts its tree
+    loop_source: str = ""  # a C source whose edit the loop builds (scikit-build-core's: installed and stripped)
 
 
 PROJECTS = [
@@ -52,7 +53,8 @@ PROJECTS = [
     # scikit-build-core, versioned by setuptools-scm, which the backend asks for (get_requires_for_build_*)
     Project("spglib", "2.8.0", "database", "README.md",
             "import spglib; print(spglib.get_spacegroup(([[4.0, 0, 0], [0, 4.0, 0], [0, 0, 4.0]], [[0, 0, 0]], [1])))",
-            "Pm-3m (221)", generated=("python/spglib/_version.py",), heavy=True),  # setuptools-scm's write_to
+            "Pm-3m (221)", generated=("python/spglib/_version.py",), heavy=True,  # setuptools-scm's write_to
+            loop_source="src/spglib.c"),
     # scikit-build-core with its own build-dir (build/{wheel_tag}), C++ with LTO
     Project("iminuit", "2.33.0", "extern", "README.rst",
             "from iminuit import Minuit; m = Minuit(lambda x: (x - 2) ** 2, x=0); m.errordef = 1; m.migrad(); "

@@ -92,8 +92,26 @@ def test_clone_patch_build_import_and_call(project: Project, sdists, shared_envs
     again = inv("build", root=proj, check=True, timeout=900).stderr  # its build kept: the next is a no-op
     noop = inv("build", root=proj, check=True, timeout=900).stderr
     assert "up to date" in noop, "\n".join([again, noop])
+    if project.loop_source:
+        loop_strips_what_it_copies(proj, checkout, project.loop_source, tmp_path)
     if project.own_build_dir:
         users_tree_survives(project, proj, checkout, python, tmp_path)
+
+
+def loop_strips_what_it_copies(proj: Path, checkout: Path, edited: str, tmp_path: Path) -> None:
+    """An edit's loop installs into the env and strips what CMake copied, as scikit-build-core's `--strip`
+    strips it: the same bytes as CMake's own stripped install of the same tree, links left as links."""
+    source = checkout / edited
+    source.write_text(source.read_text() + "\nint torchbuild_loop_mark(void) { return 7; }\n")
+    loop = inv("build", root=proj, check=True, timeout=900).stderr
+    assert "stripping what it copies" in loop, loop
+    into = Path(re.search(r"--prefix (\S+?)`", loop).group(1))
+    theirs = tmp_path / "stripped-by-cmake"
+    subprocess.run(["cmake", "--install", str(checkout / "build"), "--prefix", str(theirs), "--strip"],
+                   check=True, capture_output=True)
+    libraries = [p for p in theirs.rglob("*.so*") if not p.is_symlink()]
+    assert libraries and all((into / p.relative_to(theirs)).read_bytes() == p.read_bytes() for p in libraries)
+    assert "up to date" in inv("build", root=proj, check=True, timeout=900).stderr
 
 
 def users_tree_survives(project: Project, proj: Path, checkout: Path, python: str, tmp_path: Path) -> None:
