@@ -205,3 +205,11 @@ def test_the_loop_installs_into_the_env_only_where_the_editable_install_holds_cm
     assert manifest_files(build, into) is None
     assert "outside the install prefix" in env_install_refusal(build, Record("k", env_files=kept,
                                                                              env_prefix=str(env)), into)
+
+
+def test_a_strip_command_with_a_bare_option_and_a_quoted_path_is_read_whole():
+    """macOS's `strip -x` is written bare, the path quoted (with a space, an escaped quote)."""
+    script = ('if(CMAKE_INSTALL_DO_STRIP)\n  execute_process(COMMAND "/usr/bin/strip" -x '
+              '"$ENV{DESTDIR}${CMAKE_INSTALL_PREFIX}/lib/a \\"b\\".dylib")\nendif()\n')
+    assert stripping.script_rules(script) == [["/usr/bin/strip", "-x",
+                                               '$ENV{DESTDIR}${CMAKE_INSTALL_PREFIX}/lib/a "b".dylib']]
