@@ -84,6 +84,7 @@ def test_the_loop_strips_what_scikit_build_core_strips(main_demo):  # noqa: F811
     # an edit that relinks libtorch_python (and _C) only: libc10 is neither copied nor stripped again
     python_lib, kept = lib.parent / "libtorch_python.so", lib.stat()
     edit(co / "minitorch/csrc/module.cpp", "static PyObject* checksum", "/* the loop */ static PyObject* checksum")
+    assert "then strip:  what that install copies" in build(co, "--cuda", "none", "--dry-run").stdout
     assert "stripping what it copies" in build(co, "--cuda", "none").stderr
     stripped = [Path(p).name for p in re.findall(r"(?m)/strip (\S+)\)$", last_log(co))]  # the strip commands run
     assert "libtorch_python.so" in stripped and "libc10.so" not in stripped, stripped
@@ -93,6 +94,7 @@ def test_the_loop_strips_what_scikit_build_core_strips(main_demo):  # noqa: F811
     whole = build(co, "--cuda", "none", env=off).stderr
     assert "SKBUILD_INSTALL_STRIP" in whole and "cmake --install" not in whole and symbols(lib), whole
     edit(co / "c10/core/unit_01.cpp", "(n / 3)", "(n / 5)")
+    assert "then strip:" not in build(co, "--cuda", "none", "--dry-run", env=off).stdout
     loop = build(co, "--cuda", "none", env=off).stderr
     assert "`cmake --install . --config Release --prefix" in loop and "--strip" not in loop and symbols(lib), loop
     assert "up to date" in build(co, "--cuda", "none", env=off).stderr
