@@ -293,7 +293,7 @@ class Run:
         if command.strips_into is None:
             return
         plan = self.plan
-        self.logged(log)
+        log.flush()
         strips = stripping.commands(_log_tail(plan.log, since, size=1 << 40), self.build, command.strips_into,
                                     merged_env(self.base_env, plan.changes))
         if strips is None:
