@@ -20,6 +20,7 @@ from .builder.drivers import detect
 from .builder.drivers.setuptools_era import SetuptoolsEra
 from .builder.drivers.skbuild import ScikitBuildCore
 from .builder.facts import needs_cuda
+from .builder.ownership import keeping
 from .config import Config
 from .errors import TorchbuildError
 from .run import run
@@ -75,6 +76,7 @@ class Facts:
     pytorch: bool = True  # the checkout is PyTorch's (or not cloned yet): PyTorch's words apply
     cuda_project: bool = True  # its build uses CUDA (builder.facts.needs_cuda): CUDA jobs' memory applies
     cache: compiler_cache.CompilerCache | str = ""  # the builds' compiler cache, or why cache.tool finds none
+    next_tree: tuple[str, int] | None = None  # a first build of the configuration asked needs about this tree's size
 
     @property
     def release(self) -> compat.Release | None:
@@ -122,7 +124,34 @@ def gather(cfg: Config, env: Mapping[str, str]) -> Facts:
             pytorch=detect(checkout).pytorch() if buildable(checkout) else True,
             cuda_project=needs_cuda(checkout),
             cache=cache.result(),
+            next_tree=next_tree(cfg),
         )
+
+
+def next_tree(cfg: Config) -> tuple[str, int] | None:
+    """The tree whose size a first build of the configuration asked (build.python, build.cuda, build.build_type)
+    likely needs: the kept tree nearest it (the most of those parts alike, then the largest); None where that
+    configuration has a tree already (its next build is incremental) or there is none to measure."""
+    if not cfg.source_path.is_dir():
+        return None
+    wanted = asked_parts(cfg)
+    trees = keeping.configurations(cfg.source_path)
+    if None not in wanted and any(t.key == "-".join(wanted) for t in trees):  # type: ignore[arg-type]
+        return None
+    nearest = max(trees, key=lambda t: (sum(w == p for w, p in zip(wanted, t.key.split("-"))), t.bytes),
+                  default=None)
+    return (nearest.key, nearest.bytes) if nearest else None
+
+
+def asked_parts(cfg: Config) -> tuple[str | None, str | None, str]:
+    """The parts of the configuration key the settings fix (py3.12, cu130 or cpu, release); None: found at build."""
+    py = cfg.build.python
+    minor = f"py{py}" if py and re.fullmatch(r"\d+\.\d+", py) else None if py else \
+        f"py{sys.version_info[0]}.{sys.version_info[1]}"
+    cuda = cfg.build.cuda
+    tag = "cpu" if cuda in ("none", "cpu") else None if cuda == "auto" else \
+        "cu" + (cuda if "." in cuda else f"{cuda}.0").replace(".", "")
+    return minor, tag, cfg.build.build_type
 
 
 def builds_cache(cfg: Config, env: Mapping[str, str]) -> compiler_cache.CompilerCache | str:
@@ -323,6 +352,13 @@ def machine_rows(facts: Facts) -> list[Row]:
         out.append(Row("disk", level, f"{free / system.GIB:.1f} GiB free at {where}",
                        "" if level == OK else f"free space: a {'PyTorch ' if facts.pytorch else ''}build needs about "
                        f"{facts.min_free_gb:g} GiB (build.min_free_gb)"))
+    tree = facts.next_tree
+    left = facts.disk.get(str(facts.checkout))
+    if tree and left is not None and left < tree[1]:
+        out.append(Row("disk", WARN, f"{left / system.GIB:.1f} GiB free at {facts.checkout}, and a first build of "
+                       f"the configuration asked needs about {tree[1] / system.GIB:.1f} GiB (the size of the "
+                       f"{tree[0]} tree, the nearest kept)", "free space: `torchbuild trees` lists what torchbuild "
+                       "keeps; `torchbuild clean --older-than DAYS` or `--keep N` removes the least used"))
     return out
 
 

@@ -197,11 +197,26 @@ def nightly(c, python=None, cuda=None, version=None, checkout=None, path=None, d
              dry_run=dry_run)
 
 
-@task(name="clean", help={"all": "every stashed configuration too", "path": "the checkout (default: source.path)",
-                          "config": "one configuration, e.g. py3.12-cpu-release", **DRY_RUN})
-def clean_trees(c, all=False, config=None, path=None, dry_run=False):
+@task(name="clean", help={"all": "every kept configuration too, the matrix's idle slots, a finished bisection and "
+                                  "the store's entries no env links to",
+                          "path": "the checkout (default: source.path)",
+                          "config": "one configuration, e.g. py3.12-cpu-release",
+                          "older-than": "the kept configurations not used for this many days",
+                          "keep": "keep the N most recently used configurations (the current one among them)",
+                          **DRY_RUN})
+def clean_trees(c, all=False, config=None, path=None, older_than=None, keep=None, dry_run=False):
     """Remove build trees (never sources); say what and how many bytes."""
-    cli.main(_root(c), "build.clean", flags={"source.path": path}, all_trees=all, config=config, dry_run=dry_run)
+    cli.main(_root(c), "build.clean", flags={"source.path": path}, all_trees=all, config=config, dry_run=dry_run,
+             older_than=older_than, keep=keep)
+
+
+@task(name="trees", help={"path": "the checkout (default: source.path)", "json": "as JSON, for scripts"})
+def list_trees(c, path=None, json=False):
+    """List what torchbuild keeps on disk, measured, and what removes each: trees, slots, store, caches.
+
+    Each configuration's size, when it was last built and used, its env, the budget (trees.max_gb); then the
+    matrix's slots, the bisection, the store and the compiler cache."""
+    cli.main(_root(c), "build.trees", flags={"source.path": path}, json_out=json)
 
 
 ENV_HELP = {"python": "3.X or a path (default: torchbuild's own Python)", "name": "env name (default: py3.X)",
@@ -288,7 +303,7 @@ def ci_summary(c):
 def namespace(root: Path | None) -> Collection:
     """Every task, for the project at `root` (None: the one around the current folder)."""
     ns = Collection(clone, sync, show_config, demo, pythons, doctor, build, bisect, nightly, clean_trees,
-                    run_matrix, warm_process)
+                    list_trees, run_matrix, warm_process)
     ns.add_collection(Collection("env", env_create, env_list, env_remove, env_activate, env_run))
     ns.add_collection(Collection("cuda", cuda_list, cuda_env, cuda_install))
     ns.add_collection(Collection("patch", patch_apply, patch_status, patch_revert, patch_export))

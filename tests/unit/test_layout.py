@@ -23,7 +23,7 @@ LAYERS = [
     {"patches", "envs", "demo"},
     {"builder"},
     {"summary", "freshness", "nightly", "bisection"},
-    {"doctor", "matrix", "ci"},
+    {"doctor", "matrix", "ci", "holdings"},
     {"commands"},
     {"cli"},
     {"buildflags", "warm", "tasks", "noxfile"},

@@ -26,6 +26,7 @@ from .execute import BuildResult, execute
 from .explain import confirmed, could_take, explain
 from .facts import BuildFacts, gather
 from .ownership.trees import clean
+from .ownership.trees import enforce as enforce_budget
 from .plan import Plan, describe, make_plan
 from .request import BuildRequest
 from .verdict import Verdict, Way, decide
@@ -64,7 +65,10 @@ def build(cfg: Config, request: BuildRequest, base_env: Mapping[str, str]) -> Ou
         return Outcome(plan, None)
     with con.timed(f"build {plan.key}"):
         outcome = Outcome(plan, execute(plan, request, base_env))
-    after_build(plan, bool(outcome.result and outcome.result.up_to_date))
+    up_to_date = bool(outcome.result and outcome.result.up_to_date)
+    after_build(plan, up_to_date)
+    for line in [] if up_to_date else enforce_budget(plan.checkout, cfg.trees.max_gb, cfg.trees.keep_recent_hours):
+        con.info(line)  # an up-to-date build grew no tree
     return outcome
 
 

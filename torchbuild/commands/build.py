@@ -1,14 +1,19 @@
-"""`inv build` and `inv clean`."""
+"""`inv build`, `inv clean` and `inv trees`."""
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from typing import Any, Mapping
 
 from .. import builder as b
 from .. import console as _console
+from .. import holdings
 from ..builder import record
 from ..builder.execute import TRUE
+from ..builder.ownership import keeping
+from ..builder.ownership.trees import build_lock
 from ..config import Config, OriginKind
 from ..errors import TorchbuildError
 
@@ -73,13 +78,22 @@ def print_profile(cfg: Config) -> int:
     return 0
 
 
-def clean(cfg: Config, all_trees: bool = False, config: str | None = None, dry_run: bool = False) -> int:
-    """Remove build trees (never sources) and say what and how many bytes (`dry_run`: remove nothing)."""
+def clean(cfg: Config, all_trees: bool = False, config: str | None = None, dry_run: bool = False,
+          older_than: str | None = None, keep: str | None = None) -> int:
+    """Remove build trees (never sources) and say what and how many bytes (`dry_run`: remove nothing): the
+    current one, `config`'s, those unused for `older_than` days or past the `keep` most recently used, or all,
+    with the slots, the finished bisection and the store's entries no env links to."""
     con = _console.get()
     if not (cfg.source_path / ".git").exists():
         raise TorchbuildError(f"no checkout at {cfg.source_path}: nothing to clean",
                               "run the command inside a checkout, or pass --path to one")
-    removed, kept = b.clean(cfg.source_path, all_trees, config, dry_run)
+    days, count = selection(older_than, keep, all_trees or config is not None)
+    if days is not None or count is not None:
+        removed, kept = by_use(cfg, days, count, dry_run)
+    else:
+        removed, kept = b.clean(cfg.source_path, all_trees, config, dry_run)
+    if all_trees:
+        removed += [(what, size, [], None) for what, size in holdings.clean_idle(holdings.survey(cfg), dry_run)]
     for tree in kept:
         con.warn(f"kept {tree}: torchbuild did not make it (remove it yourself if you no longer need it)")
     if not removed:
@@ -96,4 +110,55 @@ def clean(cfg: Config, all_trees: bool = False, config: str | None = None, dry_r
     if removed:
         freed = f"{sum(gone[1] for gone in removed) / 1024 ** 2:.1f} MiB"
         con.ok(f"--dry-run: would free {freed}; nothing was removed" if dry_run else f"freed {freed}")
+    return 0
+
+
+def selection(older_than: str | None, keep: str | None, other: bool) -> tuple[float | None, int | None]:
+    """`--older-than DAYS` and `--keep N`, checked: one line naming the fix for a bad value."""
+    days = count = None
+    if older_than is not None:
+        try:
+            days = float(older_than)
+        except ValueError:
+            days = -1.0
+        if not days >= 0 or days == float("inf"):
+            raise TorchbuildError(f"--older-than '{older_than}' is not a number of days",
+                                  "pass a number of days ≥ 0, e.g. --older-than 14")
+    if keep is not None:
+        count = int(keep) if keep.isdigit() else -1
+        if count < 1:
+            raise TorchbuildError(f"--keep '{keep}' would keep no configuration, and the current one always stays",
+                                  "pass a whole number ≥ 1 (the current configuration is one of them): --keep 2")
+    if (days is not None or count is not None) and other:
+        raise TorchbuildError("--older-than and --keep choose trees by when they were used; --all and --config "
+                              "name them", "pass one or the other")
+    return days, count
+
+
+def by_use(cfg: Config, days: float | None, count: int | None, dry_run: bool
+           ) -> tuple[list[tuple[str, int, list[str], str | None]], list[Any]]:
+    """Remove the kept trees `--older-than`/`--keep` choose (never the current one), under the build lock."""
+    checkout = cfg.source_path
+    removed: list[tuple[str, int, list[str], str | None]] = []
+    with build_lock(checkout):
+        now = time.time()
+        for tree in keeping.chosen(keeping.configurations(checkout, now=now), now, days, count):
+            for what, size, files, uninstalled in b.clean(checkout, key=tree.key, dry_run=dry_run, locked=False,
+                                                          missing_ok=True)[0]:
+                removed.append((f"{what}, last used {keeping.ago(tree.used, now)}", size, files, uninstalled))
+    return removed, []
+
+
+def trees(cfg: Config, json_out: bool = False) -> int:
+    """Every configuration with its size, when it was built and used, its env; then the slots, the bisection, the
+    store and the compiler cache, each with its size and what removes it."""
+    if not cfg.source_path.is_dir():
+        raise TorchbuildError(f"no checkout at {cfg.source_path}: no trees to list",
+                              "run the command inside a checkout, or pass --path to one")
+    found = holdings.survey(cfg)
+    if json_out:
+        print(json.dumps(holdings.as_json(found), indent=1))
+        return 0
+    for line in holdings.lines(found):
+        _console.get().result(line)
     return 0

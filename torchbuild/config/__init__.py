@@ -165,6 +165,15 @@ class CacheConfig:
 
 
 @dataclass(frozen=True)
+class TreesConfig:
+    max_gb: float | None = _spec(None, "float?", "the budget of a checkout's configuration trees: after a build, the "
+                                                 "least recently used kept trees go until they fit (default: half "
+                                                 "the disk the checkout is on)", min=0)
+    keep_recent_hours: float = _spec(24.0, "float", "a kept tree used within this many hours is never dropped by "
+                                                    "the budget", min=0)
+
+
+@dataclass(frozen=True)
 class NightlyConfig:
     index_url: str = _spec("https://download.pytorch.org/whl/nightly/{variant}", "str",
                            "index of prebuilt nightly wheels ({variant}: cpu, cu130, ...) for `inv nightly`")
@@ -195,6 +204,7 @@ SECTIONS: dict[str, type] = {
     "patches": PatchesConfig,
     "matrix": MatrixConfig,
     "cache": CacheConfig,
+    "trees": TreesConfig,
     "nightly": NightlyConfig,
     "ci": CiConfig,
     "paths": PathsConfig,
@@ -213,6 +223,7 @@ class Config:
     patches: PatchesConfig
     matrix: MatrixConfig
     cache: CacheConfig
+    trees: TreesConfig
     nightly: NightlyConfig
     ci: CiConfig
     paths: PathsConfig

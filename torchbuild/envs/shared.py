@@ -40,7 +40,9 @@ def install(python: Path, prefix: Path, reqs: Sequence[str], cache_root: Path, e
         wheels = download(python, reqs, Path(tmp), env)
         site = next(prefix.glob("lib/python*/site-packages"))
         for wheel in wheels:
-            link(unpacked(wheel, store), prefix, site)
+            name = wheel.name[: -len(".whl")]
+            with locked(store / f".{name}.lock", f"unpacking {wheel.name}", f"another torchbuild unpacks {wheel.name}"):
+                link(unpacked(wheel, store), prefix, site)  # under its lock: `clean --all` never prunes it halfway
     return len(wheels)
 
 
@@ -57,7 +59,8 @@ def download(python: Path, reqs: Sequence[str], dest: Path, env: Mapping[str, st
 
 
 def unpacked(wheel: Path, store: Path) -> Path:
-    """The wheel unpacked into the store (once; never half-made: unpacked aside, then renamed)."""
+    """The wheel unpacked into the store (once; never half-made: unpacked aside, then renamed), under the
+    caller's lock of it."""
     from installer import install as unpack
     from installer.destinations import SchemeDictionaryDestination
     from installer.sources import WheelFile
@@ -65,21 +68,48 @@ def unpacked(wheel: Path, store: Path) -> Path:
     target = store / wheel.name[: -len(".whl")]
     if (target / COMPLETE).exists():
         return target
-    with locked(store / f".{target.name}.lock", f"unpacking {wheel.name}", f"another torchbuild unpacks {wheel.name}"):
-        if (target / COMPLETE).exists():
-            return target
-        partial = store / f".{target.name}.partial"
-        shutil.rmtree(partial, ignore_errors=True)
-        site = str(partial / SITE)
-        with WheelFile.open(wheel) as source:
-            scheme = {"purelib": site, "platlib": site, "scripts": str(partial / "bin"), "data": str(partial),
-                      "headers": str(partial / "include" / source.distribution)}
-            unpack(source, SchemeDictionaryDestination(scheme, "python", "posix", bytecode_optimization_levels=()),
-                   {"INSTALLER": b"torchbuild\n"})
-        (partial / COMPLETE).touch()
-        shutil.rmtree(target, ignore_errors=True)
-        partial.rename(target)
+    partial = store / f".{target.name}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    site = str(partial / SITE)
+    with WheelFile.open(wheel) as source:
+        scheme = {"purelib": site, "platlib": site, "scripts": str(partial / "bin"), "data": str(partial),
+                  "headers": str(partial / "include" / source.distribution)}
+        unpack(source, SchemeDictionaryDestination(scheme, "python", "posix", bytecode_optimization_levels=()),
+               {"INSTALLER": b"torchbuild\n"})
+    (partial / COMPLETE).touch()
+    shutil.rmtree(target, ignore_errors=True)
+    partial.rename(target)
     return target
+
+
+def entries(store: Path) -> list[Path]:
+    """The store's unpacked projects (whole ones: a partial unpack is a dot folder)."""
+    return sorted(p for p in store.glob("*") if not p.name.startswith(".") and p.is_dir() and not p.is_symlink()
+                  and (p / COMPLETE).is_file()) if store.is_dir() else []
+
+
+def referenced(entry: Path) -> bool:
+    """Whether an env still links to one of the entry's files (a hard link: a second name of the same file). An
+    env on another file system holds copies, which need nothing of the store."""
+    for root, _dirs, files in os.walk(entry):
+        for name in files:
+            try:
+                if os.lstat(os.path.join(root, name)).st_nlink > 1:
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+def prune(entry: Path) -> None:
+    """Remove an entry no env links to, under the lock `install` holds while it links: renamed out of the
+    entries first, so a kill halfway leaves a dot folder, not a half entry a new env would link."""
+    with locked(entry.parent / f".{entry.name}.lock", f"pruning {entry.name}", f"another torchbuild uses {entry.name}"):
+        if referenced(entry):
+            return
+        gone = entry.with_name(f".removing-{entry.name}-{os.getpid()}")
+        entry.rename(gone)
+        shutil.rmtree(gone)
 
 
 def link(tree: Path, prefix: Path, site: Path) -> None:

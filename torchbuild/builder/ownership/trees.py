@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Sequence
 
 from ...errors import TorchbuildError
-from ...locks import STATE, checkout_lock
+from ...locks import checkout_lock
 from ...run import run
-from . import cmaketrees, moves
+from . import cmaketrees, keeping, moves
+from .keeping import REMOVING
+from .keeping import trees_dir as trees_dir  # where the kept trees are, asked of this module too
 from .records import (
     FOREIGN,
     KEY_RE,
@@ -42,10 +44,6 @@ class Switched(str):
         said = super().__new__(cls, text)
         said.whole = whole
         return said
-
-
-def trees_dir(checkout: Path) -> Path:
-    return checkout / STATE / "trees"
 
 
 def activate_tree(checkout: Path, key: str, env: Path | None = None) -> Switched | None:
@@ -166,12 +164,16 @@ def unmap(checkout: Path, marker: Record) -> str | None:
 
 
 def tree_size(path: Path) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for f in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(root, f)).st_size
-    return total
+    """A folder's bytes on disk (keeping.Usage: each inode once, no link followed)."""
+    return keeping.Usage().tree(path)
+
+
+def retired(tree: Path) -> Path:
+    """A kept tree renamed out of the configurations' names before it is deleted: a kill while it is deleted
+    leaves `.removing-*`, which no switch takes for a configuration and the next `clean --all` finishes."""
+    target = tree.with_name(f"{REMOVING}{tree.name}-{os.getpid()}")
+    tree.rename(target)
+    return target
 
 
 def remove_tree_folder(tree: Path, keep: Sequence[Path] = ()) -> None:
@@ -212,9 +214,15 @@ def clean(checkout: Path, all_trees: bool = False, key: str | None = None, dry_r
                               "run `inv clean --all`, or pass a name from .torchbuild/trees/")
     build = checkout / "build"
     trees = [build] if build.is_dir() else []
-    trees += sorted(p for p in trees_dir(checkout).glob("*") if p.is_dir() and not p.is_symlink())
-    removed, kept = [], []
+    trees += sorted(p for p in trees_dir(checkout).glob("*") if p.is_dir() and not p.is_symlink()
+                    and not p.name.startswith(REMOVING))
+    removed: list[tuple[str, int, list[str], str | None]] = []
+    kept: list[Path] = []
     with build_lock(checkout) if locked else contextlib.nullcontext():
+        for half in keeping.leftovers(checkout) if all_trees else []:
+            removed.append((f"what a stopped removal left ({half})", tree_size(half), [], None))
+            if not dry_run:
+                shutil.rmtree(half)
         for tree in trees:
             marker = read_marker(tree)
             name = marker.key if marker else tree.name
@@ -231,10 +239,56 @@ def clean(checkout: Path, all_trees: bool = False, key: str | None = None, dry_r
             uninstalled = None
             if not dry_run:
                 files = moves.remove(checkout, recorded_outputs(marker)) if tree == build else []
-                remove_tree_folder(tree, users)
+                remove_tree_folder(retired(tree) if tree != build and not users else tree, users)
                 uninstalled = unmap(checkout, marker) if files and unmap_install else None
             removed.append((f"{name} ({tree})", size - sum(tree_size(u) for u in users), files, uninstalled))
     if key and not removed and not missing_ok:
         known = sorted(m.key for tree in trees if (m := read_marker(tree)))
         raise TorchbuildError(f"no build tree for configuration '{key}'", f"known: {', '.join(known) or 'none'}")
     return removed, kept
+
+
+def drop(checkout: Path, going: Sequence[keeping.Kept]) -> int:
+    """Remove these kept trees (trees.clean, under the caller's build lock); the bytes freed."""
+    freed = 0
+    for tree in going:
+        removed, _ = clean(checkout, key=tree.key, locked=False, missing_ok=True, unmap_install=False)
+        freed += sum(gone[1] for gone in removed)
+    return freed
+
+
+def cannot_exceed(checkout: Path, budget: int) -> bool:
+    """Whether the trees fit the budget without measuring them: the disks that hold them use less than it
+    (a default budget, half the disk, on a disk less than half full: no walk after each build)."""
+    build = checkout / "build"
+    marker = read_marker(build) if build.is_dir() else None
+    places = [checkout, build.resolve() if build.exists() else checkout, env_prefix(marker) or checkout]
+    disks: dict[int, Path] = {}
+    for place in places:
+        try:
+            disks.setdefault(os.stat(place).st_dev, place)
+        except OSError:
+            return False
+    return sum(shutil.disk_usage(place).used for place in disks.values()) <= budget
+
+
+def enforce(checkout: Path, max_gb: float | None, recent_hours: float) -> list[str]:
+    """After a build: drop the least recently used kept trees until the checkout's trees fit trees.max_gb;
+    what was dropped, for the terminal."""
+    budget = keeping.budget_bytes(max_gb, checkout)
+    if cannot_exceed(checkout, budget):
+        return []
+    with build_lock(checkout):
+        now = time.time()
+        kept = keeping.configurations(checkout, now=now)
+        going = keeping.over_budget(kept, budget, recent_hours * 3600, now)
+        drop(checkout, going)
+    lines = [f"dropped the kept tree of {tree.key} ({keeping.shown(tree.bytes)}, last used "
+             f"{keeping.ago(tree.used, now)}) to fit trees.max_gb ({keeping.shown(budget)}): its next build starts "
+             "from nothing, its units from the compiler cache" for tree in going]
+    left = keeping.total(kept) - keeping.total(going)
+    if left > budget:
+        lines.append(f"the trees still take {keeping.shown(left)}, over trees.max_gb ({keeping.shown(budget)}): the "
+                     f"current one and those used within trees.keep_recent_hours ({recent_hours:g}) stay "
+                     "(`torchbuild trees` lists them; `torchbuild clean --config KEY` removes one)")
+    return lines
