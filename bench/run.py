@@ -69,7 +69,7 @@ def main() -> int:
     parser.add_argument("--scales", type=int, nargs="*", default=(),
                         help="at_size: these scales only (with --work: measured again where built before)")
     parser.add_argument("--figures", nargs="*", default=(),
-                        help="at_size: these figures only (noop edit switch explain profile wheel matrix bisect "
+                        help="at_size: these figures only (noop edit switch trees explain profile wheel matrix bisect "
                              "restamp), on trees an earlier run built in --work")
     args = parser.parse_args()
     names = args.only or ["overhead", "noop", "clone", "switch", "matrix", "distcc", "envs", "memory", "realworld",

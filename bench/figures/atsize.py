@@ -24,6 +24,11 @@ from torchbuild.builder.ownership.moves import editable_record
 from torchbuild.demo import Size, Upstream, make_upstream
 
 TORCHBUILD = [str(Path(sys.executable).parent / "torchbuild"), "build"]  # the installed command: no Invoke start
+TREES = [TORCHBUILD[0], "trees"]
+BUDGET_CHECK = ("import sys, time; from pathlib import Path; from torchbuild.builder.ownership import keeping, trees; "
+                "c = Path(sys.argv[1]); fits = keeping.total(keeping.configurations(c)) / keeping.GIB + 1; "
+                "start = time.perf_counter(); said = trees.enforce(c, fits, 24); "
+                "print(time.perf_counter() - start, said, file=sys.stderr)")
 BISECT_CHECK = "import minitorch, minitorch.history as h, sys; sys.exit(1 if hasattr(h, 'BROKEN') else 0)"
 
 
@@ -46,7 +51,7 @@ def at_size(self: Bench, era: str = "2.13") -> None:
             first = timed(TORCHBUILD + ["--path", str(checkout), "--cuda", "none"], env)
             print(f"{label}: first build {first:.1f}s", flush=True)
             self.results[f"{label}: first build (s)"] = {**stats([first]), "target": "-"}
-        for figure in (noop, edit, switch, explain, profile, wheel, matrix, bisect, restamp):
+        for figure in (noop, edit, switch, trees, explain, profile, wheel, matrix, bisect, restamp):
             if (figure is not restamp or era == "main") and figure.__name__ in (self.figures or [figure.__name__]):
                 guarded(self, label, figure, up, checkout, env)
 
@@ -276,3 +281,23 @@ def switch(self: Bench, label: str, checkout: Path, env: dict[str, str]) -> None
     shutil.rmtree(scratch, ignore_errors=True)
     self.record(f"{label}: switch back, against renaming its folders", ours, plain, "<= 1 s",
                 "torchbuild build (switch back to release)", "os.rename of build/ and the package's lib/, and back")
+
+
+def trees(self: Bench, label: str, checkout: Path, env: dict[str, str]) -> None:
+    """`torchbuild trees` (every tree measured: the release tree, the --debug one the switch figure kept, the store
+    and the compiler cache), and the budget check a build runs after it (forced to walk the trees: a budget over
+    theirs but under the disk's use), each against `du -s` of the same trees: a walk of them, the physical limit."""
+    places = [str(checkout / "build"), str(checkout / ".torchbuild" / "trees")]
+    listing = repeat(self.reps, lambda i: timed(TREES + ["--path", str(checkout)], env))
+    plain = repeat(self.reps, lambda i: timed(["du", "-s", *places], env))
+    self.record(f"{label}: torchbuild trees, against du -s of the trees", listing, plain, "well under 1 s",
+                "torchbuild trees", "du -s build .torchbuild/trees")
+
+    def check(i: int) -> float:
+        done = subprocess.run([sys.executable, "-c", BUDGET_CHECK, str(checkout)], env=env, capture_output=True,
+                              text=True, check=True)
+        return float(done.stderr.split()[0])
+
+    self.record(f"{label}: the budget check after a build, against du -s of the trees", repeat(self.reps, check),
+                plain, "well under 1 s", "trees.enforce (the walk of every tree, nothing dropped)",
+                "du -s build .torchbuild/trees")

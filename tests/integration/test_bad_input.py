@@ -7,6 +7,7 @@ at once and SIGINT during a build (test_build)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -148,3 +149,27 @@ def test_clean_where_there_is_no_checkout_says_so_in_one_line(tmp_path):
         assert done.returncode != 0 and "Traceback" not in done.output
         assert f"no checkout at {folder}" in done.stderr
     assert not (tmp_path / "missing").exists() and list((tmp_path / "empty").iterdir()) == []
+
+
+def test_a_bad_budget_or_clean_choice_is_one_line_and_removes_nothing(tmp_path):
+    """(issue 72) --keep 0, a negative or wordy --older-than, --keep beside --all, a negative trees.max_gb."""
+    checkout = tmp_path / "co"
+    checkout.mkdir()
+    git(checkout, "init", "-q")
+    (checkout / "setup.py").write_text("")
+    kept = checkout / ".torchbuild" / "trees" / "py3.12-cpu-release"
+    kept.mkdir(parents=True)
+    (kept / ".torchbuild.json").write_text(json.dumps({"key": "py3.12-cpu-release"}))
+    cases = [(["clean", "--keep", "0"], "--keep '0' would keep no configuration"),
+             (["clean", "--older-than", "-3"], "--older-than '-3' is not a number of days"),
+             (["clean", "--older-than", "a week"], "--older-than 'a week' is not a number of days"),
+             (["clean", "--keep", "2", "--all"], "--older-than and --keep choose trees by when they were used")]
+    for args, said in cases:
+        done = inv(*args, "--path", str(checkout), check=False)
+        errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
+        assert done.returncode == 1 and len(errors) == 1 and said in errors[0], done.output
+        assert "Traceback" not in done.output and kept.exists()
+    done = inv("trees", "--path", str(checkout), env={"TORCHBUILD_TREES_MAX_GB": "-1"}, check=False)
+    assert done.returncode != 0 and "environment TORCHBUILD_TREES_MAX_GB: must be at least 0" in done.stderr
+    listing = inv("trees", "--path", str(checkout), env={"TORCHBUILD_TREES_MAX_GB": "1.5"}, check=True).stdout
+    assert "py3.12-cpu-release" in listing and "budget of 1.50 GiB (trees.max_gb, env TORCHBUILD_TREES_MAX_GB)" in listing

@@ -96,7 +96,11 @@ def clean(cfg: Config, all_trees: bool = False, config: str | None = None, dry_r
         removed += [(what, size, [], None) for what, size in holdings.clean_idle(holdings.survey(cfg), dry_run)]
     for tree in kept:
         con.warn(f"kept {tree}: torchbuild did not make it (remove it yourself if you no longer need it)")
-    if not removed:
+    if not removed and (days is not None or count is not None):
+        con.info(f"no kept configuration of {cfg.source_path} is " + " or ".join(
+            ([f"unused for over {days:g} day(s)"] if days is not None else [])
+            + ([f"past the {count} most recently used"] if count is not None else [])) + ": nothing to remove")
+    elif not removed:
         con.info(f"no build tree of torchbuild's in {cfg.source_path}: nothing to remove")
     verb = "would remove" if dry_run else "removed"
     for what, size, files, uninstalled in removed:
