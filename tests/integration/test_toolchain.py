@@ -115,3 +115,24 @@ def test_doctor_tells_the_projects_missing_submodules_from_a_submodules_own(tmp_
     git(checkout, "submodule", "deinit", "-q", "rapidjson")
     row = submodules_row(checkout)
     assert row["status"] == "problem" and "1 missing" in row["detail"] and row["fix"] == "inv sync", row
+
+
+def test_doctor_warns_where_the_nearest_kept_tree_would_not_fit_the_checkouts_disk(tmp_path):
+    """Issue 72: a first build of the configuration asked needs about the size of the nearest kept tree."""
+    from ..helpers import tmpfs
+
+    with tmpfs(tmp_path / "small", "size=8m") as small:
+        checkout = write_repo(small / "co", {"setup.py": "\n"}, "co")
+        kept = checkout / ".torchbuild" / "trees" / "py3.12-cu130-debug"
+        kept.mkdir(parents=True)
+        (kept / ".torchbuild.json").write_text(json.dumps({"key": "py3.12-cu130-debug", "done": "stamp"}))
+        (kept / "libtorch.so").write_bytes(os.urandom(5 << 20))  # 5 of 8 MiB: 3 left, under the tree's 5
+        env = {"TORCHBUILD_SOURCE_PATH": str(checkout), "TORCHBUILD_BUILD_CUDA": "none",
+               "TORCHBUILD_BUILD_PYTHON": "3.12", "TORCHBUILD_BUILD_MIN_FREE_GB": "0"}
+        rows = [r for r in json.loads(inv("doctor", "--json", env=env).stdout)["rows"] if r["name"] == "disk"]
+        (warned,) = [r for r in rows if "first build" in r["detail"]]
+        assert warned["status"] == "warning" and "the py3.12-cu130-debug tree, the nearest kept" in warned["detail"]
+        assert "torchbuild clean --older-than" in warned["fix"]
+        same = {**env, "TORCHBUILD_BUILD_CUDA": "13.0", "TORCHBUILD_BUILD_BUILD_TYPE": "debug"}  # its own tree
+        rows = [r for r in json.loads(inv("doctor", "--json", env=same).stdout)["rows"] if r["name"] == "disk"]
+        assert rows and not [r for r in rows if "first build" in r["detail"]]
