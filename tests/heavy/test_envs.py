@@ -101,3 +101,13 @@ def test_a_second_env_with_mkl_links_the_first_ones_files(env_project, monkeypat
     subprocess.run([str(env_project / "envs" / "two" / "bin" / "python"), "-m", "pip", "uninstall", "-y", "-q",
                     "mkl-static"], check=True)
     assert not core[1].exists() and os.stat(core[0]).st_size == first.st_size
+
+    from torchbuild.config import load
+    from torchbuild.envs import copies, read
+
+    one = read(env_project / "envs" / "one")  # a bisection's twin of it: the store's files linked, not copied
+    assert one is not None and copies.copy_env(load(env_project, dict(os.environ)), one, env_project / "twin")
+    assert os.stat(env_project / "twin" / "lib" / "libmkl_core.a").st_ino == first.st_ino
+    python = env_project / "twin" / "bin" / "python"
+    assert "Version: " in subprocess.run([str(python), "-m", "pip", "show", "mkl-static"], capture_output=True,
+                                         text=True, check=True).stdout

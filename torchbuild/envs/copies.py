@@ -1,6 +1,8 @@
 """A managed env made as a copy of one that holds the same requirements (its stamp says so), less what was
 installed into it from local folders: a copy in a fraction of a second where pip takes seconds (minutes with
-MKL), for an env that must be another one's twin but never touch it (a bisection's).
+MKL), for an env that must be another one's twin but never touch it (a bisection's). The files the original
+holds from the store (MKL, 1.3 GB: hard links to the store's files) are linked from the store as into any env,
+not copied.
 
 What a copy leaves out: every distribution installed from a local folder (direct_url.json's `dir_info`: the
 user's editable torch and what was built against it), by the files its RECORD names; the env's pin and its
@@ -11,6 +13,7 @@ bin/ and pyvenv.cfg that name the original's folder. An env holding an egg-link 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -21,7 +24,7 @@ from pathlib import Path
 from ..config import Config
 from ..locks import locked
 from ..wheels import record_paths
-from . import STAMP, Env, default_name, envs_dir, expected_stamp, private, read
+from . import STAMP, Env, default_name, envs_dir, expected_stamp, private, read, shared
 from .requirements import pip_conf
 
 CONSTRAINTS = "torchbuild-constraints.txt"  # in a managed env: its torch, pinned (builder/against.py)
@@ -73,8 +76,18 @@ def copy_env(cfg: Config, source: Env, prefix: Path) -> Env | None:
     def ignored(folder: str, names: list[str]) -> set[str]:  # copytree's folders, under the resolved root
         return {n for n in names if os.path.join(folder, n) in skip}
 
+    stored = shared.inodes(cfg.cache_root / "store")
+
+    def linked_or_copied(src: str, dst: str) -> object:  # the store's files linked as into any env, not copied
+        st = os.lstat(src)
+        if (st.st_dev, st.st_ino) in stored:
+            with contextlib.suppress(OSError):
+                os.link(src, dst)
+                return dst
+        return shutil.copy2(src, dst)
+
     try:
-        shutil.copytree(root, prefix, symlinks=True, ignore=ignored)
+        shutil.copytree(root, prefix, symlinks=True, ignore=ignored, copy_function=linked_or_copied)
         stray = local_installs(prefix)  # installed into the original while it was copied: not the copy's
         if stray is None:
             raise OSError("a path entry appeared while it was copied")

@@ -7,6 +7,7 @@ Where the env's folder is on another file system than the store, the files are c
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -86,6 +87,18 @@ def entries(store: Path) -> list[Path]:
     """The store's unpacked projects (whole ones: a partial unpack is a dot folder)."""
     return sorted(p for p in store.glob("*") if not p.name.startswith(".") and p.is_dir() and not p.is_symlink()
                   and (p / COMPLETE).is_file()) if store.is_dir() else []
+
+
+def inodes(store: Path) -> set[tuple[int, int]]:
+    """The identities (device, inode) of the store's files: what an env holds of them is a link to one."""
+    found = set()
+    for entry in entries(store):
+        for root, _dirs, files in os.walk(entry):
+            for name in files:
+                with contextlib.suppress(OSError):
+                    st = os.lstat(os.path.join(root, name))
+                    found.add((st.st_dev, st.st_ino))
+    return found
 
 
 def referenced(entry: Path) -> bool:
