@@ -35,14 +35,51 @@ def test_evidence_reads_the_deps_log_and_digests_only_what_moved(tmp_path):
     assert seen.logs == {str(tree): log.at}
     assert any(name.startswith("/usr/include") for name in seen.files) or seen.files == {}  # outside: kept
     assert "a.h" not in seen.files  # no git here: nothing inside the checkout is hidden from it
-    outside = Evidence({str(co / "a.h"): (0, 0, "0" * 64)})
+    outside = Evidence({str(co / "a.h"): (0, 0, "0" * 64, 0, 0, 0)})
     assert outside.changed(co) == [str(co / "a.h")]
     st = (co / "a.h").stat()
-    kept = Evidence({str(co / "a.h"): (st.st_size, st.st_mtime_ns, "not a digest")})
-    assert kept.changed(co) == []  # the stat did not move: no digest taken
+    identity = (st.st_size, st.st_mtime_ns, "not a digest", st.st_ctime_ns, st.st_ino, st.st_dev)
+    kept = Evidence({str(co / "a.h"): identity}, at=st.st_ctime_ns + 2 * 10 ** 9)
+    assert kept.changed(co) == []  # the identity did not move: no digest taken
+    assert Evidence({str(co / "a.h"): identity}, at=st.st_ctime_ns).changed(co) == [str(co / "a.h")]  # racy
     assert stale_outputs(co, [tree], outside) == (tree / "a.o",)
     assert subprocess.run([ninja, "-C", str(tree), "-n"], capture_output=True, text=True).stdout.strip() \
         .endswith("no work to do.")  # ninja's clock sees nothing: only the content says a.o is stale
+
+
+@pytest.mark.parametrize("rewrite", ["cp -p", "touch -r", "mtime 1"])
+def test_a_file_rewritten_with_its_old_size_and_mtime_is_found_by_its_ctime_and_inode(tmp_path, rewrite):
+    """Issue 68 finding 1: a header outside the checkout rewritten with its old size and mtime (`cp -p`, `touch -r`,
+    `rsync -t`, `tar x`, a Nix store where every mtime is 1) kept an extension "up to date" with an object compiled
+    against the old header: the evidence digested a file only where its size or mtime moved."""
+    import dataclasses
+    import time
+
+    co, outside = tmp_path / "co", tmp_path / "include"
+    co.mkdir()
+    outside.mkdir()
+    header = outside / "torch.h"
+    header.write_text("#define VALUE 2290250\n")
+    if rewrite == "mtime 1":
+        os.utime(header, ns=(1, 1))
+    seen = collect(co, [], Evidence({str(header): (0, 0, "0" * 64, 0, 0, 0)}), ())
+    seen = dataclasses.replace(seen, at=seen.at + 5 * 10 ** 9)  # recorded later: not racy, its identity decides
+    assert seen.changed(co) == [] and seen.now(co) == [(str(header), seen.files[str(header)][2])]
+    time.sleep(0.01)
+    before = header.stat()
+    new = tmp_path / "new.h"
+    new.write_text("#define VALUE 2291250\n")  # the same size
+    if rewrite == "cp -p":
+        os.utime(new, ns=(before.st_atime_ns, before.st_mtime_ns))
+        shutil.copy2(new, tmp_path / "staged.h")
+        os.replace(tmp_path / "staged.h", header)  # a new inode, the old mtime
+    else:
+        header.write_text(new.read_text())  # the same inode, a new ctime
+        os.utime(header, ns=(before.st_atime_ns, before.st_mtime_ns))  # touch -r / tar x / the store's 1
+    after = header.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert seen.changed(co) == [str(header)]
+    assert seen.now(co)[0][1] != seen.files[str(header)][2]
 
 
 def test_a_switch_out_of_an_env_leaves_no_bytecode_folder_behind(tmp_path):

@@ -5,9 +5,13 @@ sees a file rewritten with an older time (CMake's install gives each installed h
 the second: the torch an extension builds against; `cp -a`, `tar x`, a package's headers), nor an edit git is
 told not to look at (an ignored build-time clone such as third_party/eigen, an assume-unchanged or
 skip-worktree bit). So after each build every input its trees' deps logs name that git does not vouch for
-(outside the checkout, ignored, or hidden by an index bit) is recorded by size, mtime and content digest.
-A check stats each and digests only the ones whose stat moved (ccache's direct mode); one whose content
-differs makes the outputs that read it stale, whatever the clock says.
+(outside the checkout, ignored, or hidden by an index bit) is recorded by its identity and content digest.
+A check stats each and digests only the ones whose identity moved (ccache's direct mode); one whose content
+differs makes the outputs that read it stale, whatever the clock says. A file's identity is what git's index
+keeps: size, mtime, ctime, inode and device. `cp -p`, `touch -r`, `rsync -t`, `tar x` and a Nix store (every
+mtime 1) give a rewritten file its old size and mtime, never its old ctime and inode; and an entry whose ctime
+falls within a second of the record is racy (a rewrite in the same clock tick moves nothing): its content
+decides every time.
 
 Paths inside the checkout are kept relative to it, others absolute; nothing here writes or removes a file
 it names: they are read, never owned.
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,38 +34,53 @@ DEPS_LOG = ".ninja_deps"
 DEPS_HEADER = b"# ninjadeps\n"
 
 
+Ident = tuple[int, int, int, int, int]  # size, mtime_ns, ctime_ns, inode, device: a file as git's index keeps it
+Entry = tuple[int, int, str, int, int, int]  # size, mtime_ns, sha256, ctime_ns, inode, device
+RACY_NS = 1_000_000_000  # an entry changed this close to its record may change again unseen by the clock
+
+
 @dataclass(frozen=True)
 class Evidence:
-    """Files by path: (size, mtime_ns, sha256 of the content) as the last build's end found them; and how far
-    each tree's deps log was read then (its inode and size: ninja only appends to it until it rewrites it
-    whole), so the next build reads only what was appended."""
+    """Files by path: (size, mtime_ns, sha256 of the content, ctime_ns, inode, device) as the last build's end
+    found them, and when (`at`, ns); how far each tree's deps log was read then (its inode and size: ninja only
+    appends to it until it rewrites it whole), so the next build reads only what was appended."""
 
-    files: Mapping[str, tuple[int, int, str]] = field(default_factory=dict)
+    files: Mapping[str, Entry] = field(default_factory=dict)
     logs: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    at: int = 0
+
+    def known(self, name: str, now: Ident | None) -> str | None:
+        """The recorded digest of `name` where its identity `now` is the recorded one and was not racy; None:
+        only its content can say."""
+        was = self.files.get(name)
+        if was is None or now is None or len(was) != 6 or (was[0], was[1], was[3], was[4], was[5]) != now \
+                or was[3] >= self.at - RACY_NS:
+            return None
+        return was[2]
 
     def changed(self, checkout: Path) -> list[str]:
         """The files whose content is not what was recorded (a missing one counts): stat first, digest only
         what moved."""
         out, root = [], str(checkout)
-        for name, (size, mtime, sha) in self.files.items():
+        for name, entry in self.files.items():
             path = os.path.join(root, name)  # an absolute name stays itself
             now = stat(path)
-            if now != (size, mtime) and (now is None or content(path) != sha):
+            if self.known(name, now) is None and (now is None or content(path) != entry[2]):
                 out.append(name)
         return out
 
     def now(self, checkout: Path) -> list[tuple[str, str | None]]:
-        """Each file's content digest now (None: gone), the recorded one where its stat did not move."""
+        """Each file's content digest now (None: gone), the recorded one where its identity did not move."""
         out = []
-        for name, (size, mtime, sha) in sorted(self.files.items()):
-            st = stat(os.path.join(str(checkout), name))
-            out.append((name, sha if st == (size, mtime) else None if st is None else
-                        content(os.path.join(str(checkout), name))))
+        for name in sorted(self.files):
+            path = os.path.join(str(checkout), name)
+            st = stat(path)
+            out.append((name, None if st is None else self.known(name, st) or content(path)))
         return out
 
     def as_record(self) -> dict[str, object]:
         return {"files": {name: list(entry) for name, entry in sorted(self.files.items())},
-                "logs": {name: list(entry) for name, entry in sorted(self.logs.items())}}
+                "logs": {name: list(entry) for name, entry in sorted(self.logs.items())}, "at": self.at}
 
 
 def from_record(data: object) -> Evidence:
@@ -68,23 +88,26 @@ def from_record(data: object) -> Evidence:
     missing log offset a whole read)."""
     if not isinstance(data, dict):
         return Evidence()
-    files, logs = data.get("files"), data.get("logs")
-    kept = {name: (entry[0], entry[1], entry[2]) for name, entry in (files if isinstance(files, dict) else {}).items()
-            if isinstance(name, str) and name and "\0" not in name and "/../" not in f"/{name}/"
-            and isinstance(entry, list) and len(entry) == 3 and type(entry[0]) is int and type(entry[1]) is int
-            and isinstance(entry[2], str)}
+    files, logs, at = data.get("files"), data.get("logs"), data.get("at")
+    kept: dict[str, Entry] = {
+        name: (entry[0], entry[1], entry[2], *(entry[3:] if len(entry) == 6 else (-1, -1, -1)))
+        for name, entry in (files if isinstance(files, dict) else {}).items()
+        if isinstance(name, str) and name and "\0" not in name and "/../" not in f"/{name}/"
+        and isinstance(entry, list) and len(entry) in (3, 6) and isinstance(entry[2], str)
+        and all(type(x) is int for i, x in enumerate(entry) if i != 2)}  # 3: an older record's, no identity
     read = {name: (entry[0], entry[1]) for name, entry in (logs if isinstance(logs, dict) else {}).items()
             if isinstance(name, str) and isinstance(entry, list) and len(entry) == 2
             and all(type(x) is int for x in entry)}
-    return Evidence(kept, read)
+    return Evidence(kept, read, at if type(at) is int else 0)
 
 
-def stat(path: Path | str) -> tuple[int, int] | None:
+def stat(path: Path | str) -> Ident | None:
+    """A file's identity (None: missing, or a folder)."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return None if S_ISDIR(st.st_mode) else (st.st_size, st.st_mtime_ns)
+    return None if S_ISDIR(st.st_mode) else (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
 def content(path: Path | str) -> str | None:
@@ -221,17 +244,17 @@ def collect(checkout: Path, trees: Iterable[Path], previous: Evidence, outputs: 
             outside.add(path)
         elif path[len(root):] not in own:
             inside.add(path[len(root):])
-    kept: dict[str, tuple[int, int, str]] = {}
-    base = str(checkout)
+    kept: dict[str, Entry] = {}
+    base, at = str(checkout), time.time_ns()
     for name in sorted({*previous.files, *outside, *unseen(checkout, inside)}):
         path = os.path.join(base, name)  # an absolute name stays itself
-        now, was = stat(path), previous.files.get(name)
+        now = stat(path)
         if now is None:
             continue
-        sha = was[2] if was and (was[0], was[1]) == now else content(path)
+        sha = previous.known(name, now) or content(path)
         if sha is not None:
-            kept[name] = (now[0], now[1], sha)
-    return Evidence(kept, logs)
+            kept[name] = (now[0], now[1], sha, now[2], now[3], now[4])
+    return Evidence(kept, logs, at)
 
 
 def stale_outputs(checkout: Path, trees: Iterable[Path], evidence: Evidence) -> tuple[Path, ...]:

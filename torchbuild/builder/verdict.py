@@ -147,11 +147,11 @@ def unseen(checkout: Path) -> list[tuple[str, str | None]]:
     """What the builds of the checkout's trees (build/ and the kept ones) read that git cannot vouch for, by
     content now: an edit in an ignored build-time clone (third_party/eigen) or under an index bit changes it,
     though `git status` shows nothing (the matrix's sessions, the split core and the warm cache ask it)."""
-    files: dict[str, tuple[int, int, str]] = {}
+    out: dict[str, str | None] = {}
     for tree in [checkout / "build", *sorted(trees_dir(checkout).glob("*"))]:
         if tree.is_dir() and not tree.is_symlink():
-            files.update(recorded_evidence(read_marker(tree)).files)
-    return Evidence(files).now(checkout)
+            out.update(recorded_evidence(read_marker(tree)).now(checkout))
+    return sorted(out.items())
 
 
 def read_state(plan: Plan, base_env: Mapping[str, str]) -> State:
