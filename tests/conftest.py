@@ -103,8 +103,9 @@ def seed(folder: Path | None, cache_root: Path) -> None:
     if folder is None or target.exists():
         return
     target.mkdir(parents=True)
-    for name in ("ccache", "VERSION"):
-        os.link(folder / name, target / name)
+    for name in ("ccache", "VERSION", "SHA256"):
+        if (folder / name).exists():
+            os.link(folder / name, target / name)
 
 
 @pytest.fixture(autouse=True)

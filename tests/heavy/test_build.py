@@ -15,6 +15,7 @@ import pytest
 from ..helpers import (
     REAL_HOME,
     build,
+    edit,
     file_digest,
     in_checkout,
     last_log,
@@ -73,6 +74,24 @@ def test_every_variable_that_reaches_the_build_takes_effect(small_demo):
     off = build(small_demo, "--cuda", "none", env={"USE_DEMO_OPTION": "1", "TORCHBUILD_CACHE_TOOL": "none"})
     assert "reconfiguring" in off.stderr and re.search(r"USE_CCACHE:\w+=OFF", cache.read_text())
     assert not re.search(r"CMAKE_CXX_COMPILER_LAUNCHER:\w+=\S*ccache", cache.read_text())
+
+
+def test_a_provisioned_ccache_left_empty_by_a_crash_is_provisioned_again_not_trusted(small_demo, tmp_path,
+                                                                                    monkeypatch):
+    """Issue 68 finding 3: a provisioned ccache that is an empty file (what a crash soon after provisioning left: it
+    was written and renamed without fsync) gave "built", exit 0, with the old objects kept."""
+    monkeypatch.setenv("TORCHBUILD_PATHS_CACHE_DIR", str(tmp_path / "cache"))  # a cache dir of its own
+    build(small_demo, "--cuda", "none")
+    binary = tmp_path / "cache" / "tools" / "ccache" / "ccache"
+    assert binary.stat().st_size > 100_000 and (binary.parent / "SHA256").is_file()
+    binary.unlink()  # never written through: another test's may be a link to the same file
+    binary.write_bytes(b"")
+    binary.chmod(0o755)
+    edit(small_demo / "c10" / "core" / "unit_00.cpp", "{ return work", "{ return 1000 + work")
+    done = build(small_demo, "--cuda", "none")
+    assert "is not its wheel's or does not run (a crash while it was written?): provisioned again" in done.stderr
+    assert binary.stat().st_size > 100_000
+    assert run_python("import minitorch; print(minitorch.checksum())", small_demo.parent) == str(132875 + 1000)
 
 
 def test_a_corrupt_compiler_cache_costs_hits_not_a_wrong_build(small_demo, tmp_path, monkeypatch):

