@@ -94,7 +94,8 @@ def test_clean_all_reaches_a_slot_and_its_tree_a_finished_bisection_and_the_stor
     assert found["slot"]["path"] == str(slot) and found["slot"]["state"] == "idle"
     assert [t["key"].endswith("-cpu-release") for t in found["slot"]["configurations"]] == [True]
     assert found["bisection"]["state"] == "finished" and found["bisection"]["idle"] == [str(place)]
-    assert found["store"]["idle"] == [str(idle)] and "2 unpacked wheel(s), 1 linked by no env" in found["store"]["state"]
+    assert found["store"]["idle"] == [str(idle)]
+    assert "2 unpacked wheel(s), 1 linked by no env" in found["store"]["state"]
 
     dry = inv("clean", "--all", "--dry-run", "--path", str(small_demo), check=True)
     assert slot.exists() and place.exists() and idle.exists() and "nothing was removed" in dry.stderr

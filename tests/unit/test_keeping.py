@@ -16,8 +16,8 @@ from torchbuild.builder.ownership.keeping import Kept, Usage, chosen, over_budge
 from torchbuild.builder.ownership.records import Record, write_marker
 from torchbuild.builder.ownership.trees import clean, trees_dir
 from torchbuild.config import load
-from torchbuild.errors import ConfigError
 from torchbuild.envs import shared
+from torchbuild.errors import ConfigError
 
 NOW = 1_000_000.0
 HOUR = 3600.0
