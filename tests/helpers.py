@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -53,6 +54,12 @@ def inv(*args: str, root: Path = REPO, env: dict | None = None, check: bool | No
     if check is False and done.returncode == 0:
         raise AssertionError(f"inv {' '.join(args)} unexpectedly succeeded:\n{done.output}")
     return done
+
+
+def sigint_default() -> None:
+    """A child's `preexec_fn` where the test sends SIGINT: its default disposition, whatever the test's caller set (a
+    shell's background job or nohup ignores SIGINT, and a Python started so never raises KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def git(repo: Path, *args: str) -> str:

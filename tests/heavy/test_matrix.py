@@ -32,6 +32,7 @@ from ..helpers import (
     inv,
     matrix_project,
     project,
+    sigint_default,
     wait_for_port,
 )
 
@@ -206,7 +207,8 @@ def test_ctrl_c_stops_every_session_and_its_compilers(split_project, tmp_path):
     def interrupt_once_compiling() -> str:
         proc = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(proj), "matrix"],
                                 env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True)  # its own group: the test plays Ctrl-C
+                                text=True, start_new_session=True,  # its own group: the test plays Ctrl-C
+                                preexec_fn=sigint_default)
         deadline = time.monotonic() + 300
         while not any("cc1plus" in p for p in processes_under(tmp_path)):
             assert proc.poll() is None and time.monotonic() < deadline, "no compiler started"

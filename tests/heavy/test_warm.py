@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ..helpers import ENTRY, command, compilers_in, ran_warm, wait_for, wait_for_socket
+from ..helpers import ENTRY, command, compilers_in, ran_warm, sigint_default, wait_for, wait_for_socket
 
 pytestmark = pytest.mark.slow
 
@@ -87,7 +87,7 @@ def test_ctrl_c_or_a_killed_command_stops_the_warm_build_and_its_compilers(small
     for flag, stop in (("-DTB_WARM_A=1", signal.SIGINT), ("-DTB_WARM_B=1", signal.SIGKILL)):
         proc = subprocess.Popen([sys.executable, "-c", ENTRY, "--path", str(small_demo), "--cuda", "none",
                                  "--jobs", "2", "--set", f"CXXFLAGS={flag}"], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
         wait_for(logs, r"\[\d+/\d+\] Building CXX", proc)
         time.sleep(0.5)
         proc.send_signal(stop)

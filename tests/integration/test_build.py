@@ -28,6 +28,7 @@ from ..helpers import (
     make_venv,
     needs_nvcc,
     run_python,
+    sigint_default,
     tmpfs,
     wait_for,
 )
@@ -337,7 +338,8 @@ def test_sigint_stops_the_whole_tree_and_the_next_build_resumes(small_demo, monk
     monkeypatch.setenv("TORCHBUILD_PATHS_CACHE_DIR", str(demo.parent / "cold-cache"))  # really compile
     args = [sys.executable, "-m", "invoke", "--search-root", str(REPO), "build", "--path", str(demo),
             "--cuda", "none", "--jobs", "2"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_default)
     wait_for(Path(os.environ["TORCHBUILD_PATHS_LOGS"]), r"\[\d+/\d+\] Building CXX", proc)
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)

@@ -9,6 +9,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from ..helpers import sigint_default
+
 
 def _alive(marker: str) -> list[int]:
     pids = []
@@ -35,7 +37,8 @@ def test_sigint_stops_the_whole_tree_and_exits_130(tmp_path):
             print(exc.message, flush=True)
             sys.exit(exc.code)
     """))
-    proc = subprocess.Popen([sys.executable, "-u", str(script)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-u", str(script)], stdout=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_default)
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "started"
     assert len(_alive(marker)) >= 2
