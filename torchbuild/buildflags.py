@@ -19,8 +19,8 @@ HELP = {
     "debug": "DEBUG=1 build",
     "rel-with-deb-info": "REL_WITH_DEB_INFO=1 build",
     "debug-files": "compile these sources again with -O0 -g in this configuration, relink, no reconfigure: globs "
-                   "separated by ';' (aten/src/ATen/native/Foo.cpp;c10/core/*.cpp), or a file with one a line; the "
-                   "next build without it puts them back optimized",
+                   "separated by ';' (aten/src/ATen/native/Foo.cpp;c10/core/*.cpp; a path from the current folder "
+                   "too), or @FILE with one a line; the next build without it puts them back optimized",
     "sanitize": "address, thread or leak: a configuration of its own built with PyTorch's USE_ASAN (ASAN and UBSan), "
                 "USE_TSAN or USE_LSAN; `use it` and `inv env.run` preload the compiler's sanitizer runtime",
     "jobs": "MAX_JOBS (default: from cores and free memory)",

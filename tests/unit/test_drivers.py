@@ -122,3 +122,28 @@ def test_an_extension_whose_env_has_no_torch_is_refused_naming_the_ways_out(tmp_
     assert f"{bare / 'bin' / 'python'} -m pip install torch" in refused.value.hint
     (bare / "lib" / "python3.11" / "site-packages" / "torch" / "lib").mkdir(parents=True)
     check_torch_at_hand(cfg, checkout, choice, detect(checkout))  # a torch at hand: nothing to say
+
+
+def test_debug_files_takes_a_source_as_a_path_and_resolves_it_from_the_current_folder(tmp_path, monkeypatch):
+    """Issue 68 finding 6: `--debug-files aten/src/ATen/native/Foo.cpp` from the checkout's root read the source
+    as a file of patterns (its first line became the pattern); `../x` was taken as `x`."""
+    from torchbuild.builder.debugfiles import patterns
+    from torchbuild.errors import TorchbuildError
+
+    co = tmp_path / "co"
+    (co / "aten" / "native").mkdir(parents=True)
+    (co / "aten" / "native" / "Foo.cpp").write_text("// c10 core unit 03\nint foo() { return 1; }\n")
+    (co / "c10").mkdir()
+    (co / "c10" / "core.cpp").write_text("int c() { return 2; }\n")
+    (co / "mine.txt").write_text("# my units\naten/native/*.cpp\n\nc10/core.cpp\n")
+    monkeypatch.chdir(co)
+    assert patterns(["aten/native/Foo.cpp"], co) == ["aten/native/Foo.cpp"]
+    assert patterns(["./aten/native/Foo.cpp;c10/*.cpp"], co) == ["aten/native/Foo.cpp", "c10/*.cpp"]
+    assert patterns(["@mine.txt"], co) == patterns(["mine.txt"], co) == ["aten/native/*.cpp", "c10/core.cpp"]
+    assert patterns([str(co / "c10" / "core.cpp")], co) == ["c10/core.cpp"]  # absolute
+    monkeypatch.chdir(co / "aten" / "native")
+    assert patterns(["Foo.cpp;../../c10/core.cpp"], co) == ["aten/native/Foo.cpp", "c10/core.cpp"]
+    assert patterns(["../x.cpp"], co) == ["../x.cpp"]  # names nothing here: kept as written, never `x.cpp`
+    with pytest.raises(TorchbuildError) as err:
+        patterns(["@missing.txt"], co)
+    assert "--debug-files @missing.txt: cannot read missing.txt" in err.value.message

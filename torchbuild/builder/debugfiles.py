@@ -76,17 +76,40 @@ def units(checkout: Path, trees: Iterable[Path]) -> list[Unit]:
     return found
 
 
-def patterns(given: Sequence[str]) -> list[str]:
-    """`--debug-files`' patterns: globs separated by ';', or the path of a file with one a line."""
+SOURCES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".m", ".mm")
+
+
+def patterns(given: Sequence[str], checkout: Path | None = None) -> list[str]:
+    """`--debug-files`' patterns: globs separated by ';', `@FILE` (or an existing file that is no C/C++ source)
+    for a file with one a line; a source is a path, never read as a file of patterns."""
     out: list[str] = []
     for value in given:
-        path = Path(value).expanduser()
-        if path.is_file():
-            out += [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()
-                    and not ln.lstrip().startswith("#")]
+        listing = Path(value[1:] if value.startswith("@") else value).expanduser()
+        if value.startswith("@") or (listing.is_file() and listing.suffix not in SOURCES):
+            try:
+                text = listing.read_text(errors="replace")
+            except OSError as exc:
+                raise TorchbuildError(f"--debug-files {value}: cannot read {listing}: {exc.strerror}",
+                                      "name a file of patterns, one a line, that exists") from None
+            found = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
         else:
-            out += [p.strip() for p in value.split(";") if p.strip()]
+            found = [p.strip() for p in value.split(";") if p.strip()]
+        out += [as_built(p, checkout) for p in found]
     return out
+
+
+def as_built(pattern: str, checkout: Path | None) -> str:
+    """A pattern as build.ninja names sources, relative to the checkout: a path that names a file from the current
+    folder (a subfolder's, `..`, absolute) is resolved from there; a glob and anything else is the checkout's."""
+    if checkout is None or any(c in pattern for c in "*?["):
+        return pattern.removeprefix("./")
+    full = os.path.normpath(os.path.join(os.getcwd(), os.path.expanduser(pattern)))
+    if not os.path.isfile(full):
+        return os.path.normpath(pattern)  # `../x` stays itself: a unit named so, or a refusal naming it
+    for root in dict.fromkeys((os.path.normpath(str(checkout)), str(checkout.resolve()))):
+        if full.startswith(root + os.sep):
+            return full[len(root) + 1:]
+    return full  # a source outside the checkout: build.ninja names it absolute
 
 
 def chosen(all_units: Sequence[Unit], wanted: Sequence[str], limit: int) -> list[Unit]:
@@ -95,7 +118,7 @@ def chosen(all_units: Sequence[Unit], wanted: Sequence[str], limit: int) -> list
     picked: dict[tuple[str, str], Unit] = {}
     sources = sorted({u.source for u in all_units})
     for pattern in wanted:
-        hits = [u for u in all_units if fnmatch.fnmatchcase(u.source, pattern.lstrip("./"))]
+        hits = [u for u in all_units if fnmatch.fnmatchcase(u.source, pattern)]
         if not hits:
             close = difflib.get_close_matches(pattern, sources, n=3, cutoff=0.5) or \
                 [s for s in sources if os.path.basename(s) == os.path.basename(pattern)][:3]

@@ -91,7 +91,7 @@ class BuildRequest:
                    sets=tuple(parse_sets(sets)), force=force, dry_run=dry_run or explain, explain=explain, yes=yes,
                    verbose=verbose,
                    dist=Path(dist).resolve() if dist else None, rerun=rerun, part=part,
-                   shortcut=cfg.build.shortcut, torch=torch, debug_files=tuple(patterns(debug_files)),
+                   shortcut=cfg.build.shortcut, torch=torch, debug_files=tuple(patterns(debug_files, cfg.source_path)),
                    debug_files_max=cfg.build.debug_files_max, sanitize=named(sanitize).kind if sanitize else "")
 
 
