@@ -18,6 +18,8 @@ from ..helpers import (
     REAL_HOME,
     build,
     edit,
+    env_python,
+    git,
     has_python,
     imported,
     inv,
@@ -104,3 +106,23 @@ def symbols(lib: Path) -> bool:
     """Whether a library keeps its symbol table (`strip` removes it)."""
     return ".symtab" in subprocess.run(["readelf", "-S", "-W", str(lib)], capture_output=True, text=True,
                                        check=True).stdout
+
+
+@pytest.mark.slow
+def test_a_commit_drops_the_bytecode_of_what_the_install_rewrote_in_the_env(main_demo):  # noqa: F811
+    """Issue 68 finding 2: after a commit, the loop left the env's cached bytecode of the installed version.py (CMake's
+    install gives it a whole-second mtime, and the new one has the old one's size): `import` named the previous
+    commit (2 runs of 10), and the next build said "up to date"."""
+    co = main_demo
+    build(co, "--cuda", "none")
+    before = imported(co)  # Python caches the bytecode of every module it imports: the env's version.py too
+    site = env_python().parent.parent
+    cached = [p for p in site.rglob("minitorch/__pycache__/version.*.pyc")]
+    assert cached, "the import left no bytecode of the env's version.py to go stale"
+    edit(co / "c10/core/unit_01.cpp", "(n / 2)", "(n / 3)")
+    git(co, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "an edit")
+    loop = build(co, "--cuda", "none")
+    assert "`cmake --install" in loop.stderr  # the loop, not pip
+    assert not [p for p in cached if p.exists()]
+    after = imported(co)
+    assert after["version"] != before["version"] and git(co, "rev-parse", "--short=7", "HEAD") in after["version"]

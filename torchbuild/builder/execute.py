@@ -31,7 +31,16 @@ from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
 from .linkertrial import linker_trial
 from .ownership import channels, cmaketrees, moves
 from .ownership.changes import edited_meanwhile, recompile_all, source_folders, worktree
-from .ownership.records import Record, kept_wheel, read_marker, stat_of, wheel_id, write_marker
+from .ownership.records import (
+    Record,
+    env_prefix,
+    env_recorded,
+    kept_wheel,
+    read_marker,
+    stat_of,
+    wheel_id,
+    write_marker,
+)
 from .ownership.trees import activate_tree, build_lock, remove_tree
 from .ownership.uptodate import env_files, nothing_to_do, stamp_parts
 from .package import package_name
@@ -338,7 +347,8 @@ class Run:
 
     def restamp(self) -> None:
         """Across commits: pip's record says the version the build wrote, as pip would; and Python's bytecode of
-        what the build and the commits rewrote goes (a cache is trusted by size and whole-second mtime)."""
+        what the build and the commits rewrote, in the checkout and in the env, goes (a cache is trusted by size
+        and whole-second mtime)."""
         plan, verdict = self.plan, self.verdict
         written = self.scm_version() if verdict.version else \
             version_of(plan.checkout / plan.package / "version.py") if self.quick else None
@@ -349,8 +359,11 @@ class Run:
             shortcut.restamp(installed, written)
         rewritten = [plan.checkout / name for name, st in self.state.files.items()
                      if name.endswith(".py") and stat_of(plan.checkout / name) != st]
+        prefix = env_prefix(self.state.marker)  # scikit-build-core's install copies version.py into the env
+        in_env = [prefix / name for name, st in env_recorded(self.state.marker).items()
+                  if name.endswith(".py") and stat_of(prefix / name) != st] if prefix else []
         committed = [plan.checkout / name for name in committed_files(verdict) if name.endswith(".py")]
-        moves.drop_bytecode([*rewritten, *committed])
+        moves.drop_bytecode([*rewritten, *in_env, *committed])
 
     def scm_version(self) -> str:
         """setuptools-scm's version files written as the backend writes them, and the version it says now."""
