@@ -3,7 +3,9 @@ libraries relinked and installed, nothing configured; the next plain build puts 
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,3 +84,36 @@ def test_debug_files_refuses_what_it_cannot_do_with_one_line_and_changes_nothing
     listed.write_text(f"# the units to debug\n{UNIT}\n")
     assert "1 unit(s) compiled again" in build(co, "--cuda", "none", "--debug-files", str(listed), "--dry-run").output
     assert inv("build", "--help", check=True).stdout.count("--debug-files") == 1
+
+
+KILLED_AFTER_THE_REWRITE = """
+import os, sys
+from torchbuild.builder import debugfiles
+rewrite = debugfiles.apply
+def apply(checkout, changes):
+    rewrite(checkout, changes)
+    if changes:
+        os._exit(137)  # kill -9 the instant build.ninja holds the rewrite, before anything else is written
+debugfiles.apply = apply
+sys.argv = ["torchbuild", "build", *sys.argv[1:]]
+from torchbuild.program import main
+main()
+"""
+
+
+@pytest.mark.slow
+def test_a_kill_right_after_build_ninja_is_rewritten_leaves_a_record_the_next_build_undoes(small_demo):  # noqa: F811
+    """Issue 68 finding 5: `kill -9` between build.ninja's rewrite and the record's write left the units `-O0 -g` in
+    the Release tree for good, "up to date"."""
+    co = small_demo
+    build(co, "--cuda", "none")
+    killed = subprocess.run([sys.executable, "-c", KILLED_AFTER_THE_REWRITE, "--path", str(co), "--cuda", "none",
+                             "--debug-files", UNIT], capture_output=True, text=True,
+                            env={**os.environ, "TORCHBUILD_WARM": "0"})
+    assert killed.returncode == 137, killed.stderr
+    assert "-O0 -g" in (co / "build" / "build.ninja").read_text()  # the rewrite is there, nothing after it
+    after = build(co, "--cuda", "none")
+    assert UP_TO_DATE not in after.stderr and "go back to CMake's flags" in after.stderr, after.stderr
+    assert "-O0 -g" not in (co / "build" / "build.ninja").read_text()
+    assert not any(s.endswith("unit_01.cpp") for s in debug_sources(libc10(co)))
+    assert UP_TO_DATE in build(co, "--cuda", "none").stderr

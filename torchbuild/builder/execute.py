@@ -132,9 +132,21 @@ def prepare(verdict: Verdict, checkout: Path) -> None:
     for output in verdict.stale:
         output.unlink(missing_ok=True)
     against.keep_symbols(verdict.symbols)
-    debugfiles.apply(checkout, verdict.debug_edits)
+    if verdict.debug_edits:
+        journal_debug_edits(checkout / "build", verdict)
+        debugfiles.apply(checkout, verdict.debug_edits)
     if verdict.relabel is not None:
         shortcut.restamp(*verdict.relabel)
+
+
+def journal_debug_edits(build: Path, verdict: Verdict) -> None:
+    """Before --debug-files rewrites build.ninja: the tree's record, marked unfinished, names every unit the
+    rewrite touches (those it debugs and those it puts back) with CMake's own flags. A kill at any instant after
+    leaves a record the next build undoes the rewrite from, never `-O0 -g` units no record names."""
+    marker = read_marker(build)
+    if marker is not None:
+        write_marker(build, replace(marker, done=None,
+                                    debug_files={**marker.debug_files, **verdict.debug_units}))
 
 
 class Run:
