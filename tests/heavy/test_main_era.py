@@ -126,3 +126,19 @@ def test_a_commit_drops_the_bytecode_of_what_the_install_rewrote_in_the_env(main
     assert not [p for p in cached if p.exists()]
     after = imported(co)
     assert after["version"] != before["version"] and git(co, "rev-parse", "--short=7", "HEAD") in after["version"]
+
+
+@pytest.mark.slow
+def test_a_wheel_after_debug_files_leaves_no_debug_library_called_up_to_date(main_demo):  # noqa: F811
+    """Issue 68 finding 4: `--debug-files`, then `--wheel`, then a plain build: the env kept the `-O0 -g` library
+    while the build said "up to date" and the record listed no debug unit."""
+    co = main_demo
+    build(co, "--cuda", "none")
+    build(co, "--cuda", "none", "--debug-files", "c10/core/unit_01.cpp")
+    lib = Path(imported(co)["binary"]).parent / "lib" / "libc10.so"
+    assert symbols(lib)  # the debug unit's library, unstripped, in the env
+    build(co, "--cuda", "none", "--wheel", "--dist", str(co.parent / "dist"))
+    after = build(co, "--cuda", "none")
+    assert "up to date:" not in after.stderr, after.stderr
+    assert not symbols(lib)  # the env holds the optimized, stripped library again
+    assert "up to date:" in build(co, "--cuda", "none").stderr

@@ -427,9 +427,11 @@ class Run:
         """A wheel made from a tree with nothing to rebuild (a develop build's, complete) changed nothing the
         develop build made: the record of that build (its stamp, working tree and install in the env), which the
         wheel's record keeps, so the next develop build with nothing changed is up to date instead of a pip run.
-        A wheel that compiled anything keeps none."""
+        A wheel that compiled anything keeps none, nor one whose build put --debug-files' units back to CMake's
+        flags (the develop install still holds their -O0 -g objects)."""
         before, work = self.verdict.marker, self.verdict.work
-        if not (self.plan.wheel and before and before.done and work is not None and nothing_to_do(list(work.lines))):
+        if not (self.plan.wheel and before and before.done and work is not None and nothing_to_do(list(work.lines))) \
+                or self.verdict.debug_edits:
             return None
         return before if before.develop or not before.wheel else None
 
