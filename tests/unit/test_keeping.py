@@ -167,3 +167,51 @@ def test_the_budget_is_half_the_disk_unless_set(tmp_path):
     assert keeping.budget_bytes(None, tmp_path) == os.statvfs(tmp_path).f_blocks * os.statvfs(tmp_path).f_frsize // 2
     assert keeping.budget_bytes(1.5, tmp_path) == int(1.5 * keeping.GIB)
     assert json.loads(json.dumps(load(tmp_path, {"TORCHBUILD_TREES_MAX_GB": "0"}).trees.max_gb)) == 0
+
+
+def tiny_wheel(folder: Path) -> Path:
+    """A wheel as pip downloads one: a library and a header, its dist-info with RECORD."""
+    import base64
+    import hashlib
+    import zipfile
+
+    files = {"tinymkl-1.0.data/data/lib/libtiny.a": b"\x7fELF a static library" * 100,
+             "tinymkl-1.0.data/data/include/tiny.h": b"#define TINY 1\n",
+             "tinymkl-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: tinymkl\nVersion: 1.0\n",
+             "tinymkl-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
+                                            b"Tag: py3-none-any\n"}
+    rows = [f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},"
+            f"{len(data)}" for name, data in files.items()]
+    wheel = folder / "tinymkl-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+        zf.writestr("tinymkl-1.0.dist-info/RECORD", "\n".join([*rows, "tinymkl-1.0.dist-info/RECORD,,"]) + "\n")
+    return wheel
+
+
+def test_a_store_file_changed_through_an_envs_link_is_never_linked_into_a_new_env(tmp_path):
+    """Issue 68 finding 7: `strip` (or patchelf, an editor) on one env's file changed it in every env and in the
+    store, and a new env got the changed copy. The store's files are read-only, and an entry whose files moved since
+    it was unpacked is unpacked again before a new env links it."""
+    store, one, two = tmp_path / "store", tmp_path / "one", tmp_path / "two"
+    store.mkdir()
+    wheel = tiny_wheel(tmp_path)
+    entry = shared.unpacked(wheel, store)
+    lib = entry / "lib" / "libtiny.a"
+    assert shared.whole(entry) and not lib.stat().st_mode & 0o222  # read-only, for every env
+    for env in (one, two):
+        (env / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+    shared.link(entry, one, one / "lib" / "python3.11" / "site-packages")
+    linked = one / "lib" / "libtiny.a"
+    assert linked.stat().st_ino == lib.stat().st_ino and shared.whole(entry)  # a link moves no size or mtime
+    linked.chmod(0o644)  # what root, or an editor that asks, can still do: write through the link
+    with open(linked, "r+b") as fh:
+        fh.write(b"stripped")
+    assert not shared.whole(entry)
+    again = shared.unpacked(wheel, store)
+    shared.link(again, two, two / "lib" / "python3.11" / "site-packages")
+    fresh = two / "lib" / "libtiny.a"
+    assert fresh.read_bytes().startswith(b"\x7fELF") and fresh.stat().st_ino != linked.stat().st_ino
+    assert linked.read_bytes().startswith(b"stripped") and shared.whole(again)
+    assert not list(store.glob(".removing-*"))

@@ -8,6 +8,7 @@ Where the env's folder is on another file system than the store, the files are c
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -22,6 +23,7 @@ from ..run import run
 SHARED = ("mkl-static", "mkl-include")
 SITE = Path("lib", "python", "site-packages")  # the store's site-packages: three levels deep, as an env's
 COMPLETE = ".complete"
+IDENTITIES = ".identities"  # each file's size and mtime as unpacked: what `whole` checks before a new env links it
 SAID = re.compile(r"(?:Saved|File was already downloaded) (\S+\.whl)")
 
 
@@ -68,7 +70,20 @@ def unpacked(wheel: Path, store: Path) -> Path:
 
     target = store / wheel.name[: -len(".whl")]
     if (target / COMPLETE).exists():
-        return target
+        if whole(target):
+            return target
+        from .. import console as _console
+
+        if (target / IDENTITIES).exists():
+            _console.get().warn(f"the store's {target.name} is not as it was unpacked (a strip, patchelf or an "
+                                "editor through an env's link?): unpacked again; the envs that link it keep the "
+                                "changed files")
+        else:
+            _console.get().info(f"the store's {target.name}, unpacked by an older torchbuild, is unpacked again, "
+                                "read-only and checked before each new env links it")
+        gone = target.with_name(f".removing-{target.name}-{os.getpid()}")
+        target.rename(gone)
+        shutil.rmtree(gone)
     partial = store / f".{target.name}.partial"
     shutil.rmtree(partial, ignore_errors=True)
     site = str(partial / SITE)
@@ -77,10 +92,33 @@ def unpacked(wheel: Path, store: Path) -> Path:
                   "headers": str(partial / "include" / source.distribution)}
         unpack(source, SchemeDictionaryDestination(scheme, "python", "posix", bytecode_optimization_levels=()),
                {"INSTALLER": b"torchbuild\n"})
+    identities = {}
+    for file in sorted(p for p in partial.rglob("*") if p.is_file() and not p.is_symlink()):
+        file.chmod(file.stat().st_mode & ~0o222)  # read-only: nothing writes through a link into every env
+        st = file.lstat()
+        identities[file.relative_to(partial).as_posix()] = [st.st_size, st.st_mtime_ns]
+    (partial / IDENTITIES).write_text(json.dumps(identities))
     (partial / COMPLETE).touch()
     shutil.rmtree(target, ignore_errors=True)
     partial.rename(target)
     return target
+
+
+def whole(entry: Path) -> bool:
+    """Whether every file of the entry is as it was unpacked (size and mtime: a strip, patchelf or an editor moves
+    them; a link does not, as it moves the ctime); an entry of an older torchbuild, which kept no list, is not."""
+    try:
+        identities = json.loads((entry / IDENTITIES).read_text())
+    except (OSError, ValueError):
+        return False
+    for name, (size, mtime) in identities.items():
+        try:
+            st = os.lstat(entry / name)
+        except OSError:
+            return False
+        if (st.st_size, st.st_mtime_ns) != (size, mtime):
+            return False
+    return True
 
 
 def entries(store: Path) -> list[Path]:
@@ -130,7 +168,7 @@ def link(tree: Path, prefix: Path, site: Path) -> None:
     `prefix`; hard links where the file system allows, else copies."""
     for src in sorted(tree.rglob("*")):
         rel = src.relative_to(tree)
-        if src.is_dir() or rel == Path(COMPLETE):
+        if src.is_dir() or rel in (Path(COMPLETE), Path(IDENTITIES)):
             continue
         dest = site / rel.relative_to(SITE) if rel.is_relative_to(SITE) else prefix / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
