@@ -134,7 +134,8 @@ def test_a_wheel_after_debug_files_leaves_no_debug_library_called_up_to_date(mai
     while the build said "up to date" and the record listed no debug unit."""
     co = main_demo
     build(co, "--cuda", "none")
-    build(co, "--cuda", "none", "--debug-files", "c10/core/unit_01.cpp")
+    debugged = build(co, "--cuda", "none", "--debug-files", "c10/core/unit_01.cpp").stderr
+    assert "verdict: shortcut" in debugged and "stripping" not in debugged, debugged  # installed unstripped, said so
     lib = Path(imported(co)["binary"]).parent / "lib" / "libc10.so"
     assert symbols(lib)  # the debug unit's library, unstripped, in the env
     build(co, "--cuda", "none", "--wheel", "--dist", str(co.parent / "dist"))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from ..digest import digest
 from ..errors import TorchbuildError
@@ -273,9 +273,17 @@ def debug_refusal(plan: Plan, state: State, found: Verdict) -> str | None:
 
 
 def unstripped(found: Verdict) -> Verdict:
-    """The shortcut's install without the strip (scikit-build-core's default strips the debug info away)."""
+    """The shortcut's install without the strip (scikit-build-core's default strips the debug info away), and
+    its words."""
     commands = tuple(replace(c, strips_into=None) for c in found.commands)
-    return replace(found, commands=commands) if found.way is Way.SHORTCUT else found
+    return replace(found, commands=commands, why=found.why.replace(shown(found.commands), shown(commands))) \
+        if found.way is Way.SHORTCUT else found
+
+
+def shown(commands: Sequence[Command]) -> str:
+    """The shortcut's commands as its verdict names them."""
+    return " then ".join("`cmake " + " ".join(c.argv[1:]) + "`" + (", stripping what it copies" if c.strips_into
+                                                                   else "") for c in commands)
 
 
 def reconfiguring(plan: Plan, state: State, fresh: bool) -> Verdict | None:
@@ -435,9 +443,7 @@ def quick(plan: Plan, state: State, found: Verdict, base_env: Mapping[str, str])
         return replace(found, through=f"through {driver}", why=why or "no cmake on the PATH")
     strip = into if plan.env_install and plan.env_install[1] else None
     commands = tuple(Command(tuple(a), build, strip if "--install" in a else None) for a in argvs)
-    shown = " then ".join("`cmake " + " ".join(c.argv[1:]) + "`" + (", stripping what it copies" if c.strips_into
-                                                                     else "") for c in commands)
     return replace(found, way=Way.SHORTCUT, commands=commands,
-                   why=f"only files ninja builds from changed since the last build: {shown} in build/, as "
+                   why=f"only files ninja builds from changed since the last build: {shown(commands)} in build/, as "
                        f"{'scikit-build-core' if into else 'setup.py'} runs it, without pip (--rerun goes the whole "
                        "way)")
