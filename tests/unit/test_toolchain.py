@@ -255,3 +255,23 @@ def test_a_provisioned_ccache_is_trusted_by_its_digest_and_by_running_it_never_b
     binary.write_bytes(b"")
     binary.chmod(0o755)
     assert compiler_cache.provisioned(tmp_path) is None  # empty: it does not run
+
+
+def test_a_cxx_path_with_a_space_is_found_as_cmake_reads_it(tmp_path):
+    """Issue 68 finding 8: CXX="/opt/my tools/g++" was "not found" (its first word was looked up), though CMake
+    takes the whole value where it names a program."""
+    import shutil
+
+    from torchbuild.builder.facts import check_compiler
+
+    gxx = shutil.which("g++") or shutil.which("c++")
+    if gxx is None:
+        pytest.skip("no C++ compiler on PATH")
+    folder = tmp_path / "my tools"
+    folder.mkdir()
+    (folder / "g++").symlink_to(gxx)
+    check_compiler({"CXX": str(folder / "g++"), "PATH": os.environ["PATH"]})
+    check_compiler({"CXX": f"{gxx} -fdiagnostics-color", "PATH": os.environ["PATH"]})  # a program and its flags
+    with pytest.raises(TorchbuildError) as err:
+        check_compiler({"CXX": str(tmp_path / "no tools" / "g++"), "PATH": os.environ["PATH"]})
+    assert "which was not found" in err.value.message

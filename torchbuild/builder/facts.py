@@ -391,8 +391,10 @@ def find_distcc(cfg: Config, env: Mapping[str, str]) -> str | None:
 def check_compiler(env: Mapping[str, str]) -> None:
     """A C++ compiler must exist before a build starts (CXX if set, else g++/clang++/c++ on PATH)."""
     cxx = env.get("CXX")
-    if cxx:
-        if shutil.which(cxx.split()[0], path=env.get("PATH")) is None:
+    if cxx:  # as CMake reads it (get_filename_component PROGRAM): the whole value where it names a program, a
+        # path with a space included, else its first word (CXX="ccache g++")
+        if shutil.which(cxx, path=env.get("PATH")) is None and shutil.which(cxx.split()[0], path=env.get("PATH")) \
+                is None:
             raise TorchbuildError(f"CXX is {cxx}, which was not found", "point CXX at a C++ compiler, or unset it")
         return
     if not any(shutil.which(c, path=env.get("PATH")) for c in ("g++", "clang++", "c++")):
