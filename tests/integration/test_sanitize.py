@@ -44,7 +44,8 @@ def address_sanitizer_round_trip(co: Path) -> None:
     caught = run_as_said(words, PEEK, co.parent)
     assert caught.stdout.strip() == "2" and caught.returncode != 0, caught.stderr[-2000:]
     assert "AddressSanitizer: global-buffer-overflow" in caught.stderr
-    ran = inv("env.run", "py3.11", "--", str(env_python()), "-c", PEEK, env={"TORCHBUILD_SOURCE_PATH": str(co)})
+    ran = inv("env.run", "py3.11", "--", str(env_python()), "-c", PEEK,  # the shell's CXX is not the one it was
+              env={"TORCHBUILD_SOURCE_PATH": str(co), "CXX": "/nonexistent/clang++"})  # built with (issue 68)
     assert ran.returncode != 0 and "AddressSanitizer: global-buffer-overflow" in ran.output
     assert "py3.11-cpu-release-asan is this env's build of the checkout: LD_PRELOAD=" in ran.output
 

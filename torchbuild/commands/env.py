@@ -10,6 +10,7 @@ from typing import Sequence
 
 from .. import console as _console
 from .. import envs
+from ..builder.ownership.cmaketrees import cache_entry
 from ..builder.ownership.records import read_marker
 from ..config import Config
 from ..errors import TorchbuildError
@@ -98,7 +99,9 @@ def sanitized(cfg: Config, prefix: Path) -> dict[str, str]:
     python = marker.configure.get("python") if marker else None  # the configuration's interpreter
     if marker is None or chosen is None or not python or not Path(python).is_relative_to(prefix):
         return {}
-    found = sanitizers.run_env(chosen, sanitizers.runtime_path(chosen, os.environ))
+    compiler = cache_entry(cfg.source_path / "build", "CMAKE_CXX_COMPILER")  # the one it was built with
+    found = sanitizers.run_env(chosen, sanitizers.runtime_path(chosen, {**os.environ, "CXX": compiler} if compiler
+                                                               else os.environ))
     _console.get().info(f"{marker.key} is this env's build of the checkout: "
                         + " ".join(f"{k}={v}" for k, v in found.items()))
     return found

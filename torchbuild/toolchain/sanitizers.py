@@ -52,8 +52,8 @@ def of_key(key: str) -> Sanitizer | None:
 def runtime_path(sanitizer: Sanitizer, env: Mapping[str, str]) -> str:
     """The sanitizer runtime of the compiler the build uses (CXX, else c++): `-print-file-name` answers with
     the bare name where the compiler has none."""
-    cxx = (env.get("CXX") or "c++").split()[0]
-    found = shutil.which(cxx, path=env.get("PATH")) or cxx
+    cxx = env.get("CXX") or "c++"  # as CMake reads it: the whole value where it names a program, else its first word
+    found = shutil.which(cxx, path=env.get("PATH")) or shutil.which(cxx.split()[0], path=env.get("PATH")) or cxx
     done = run([found, f"-print-file-name={sanitizer.runtime}"], capture=True, echo=False, check=False, base_env=env)
     path = done.stdout.strip()
     if done.returncode != 0 or not os.path.isabs(path) or not os.path.exists(path):
