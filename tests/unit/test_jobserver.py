@@ -46,6 +46,7 @@ def committed_repo(path: Path, files: dict[str, str]) -> Path:
     path.mkdir()
     git(path, "init", "-q")
     for name, text in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
         (path / name).write_text(text)
     git(path, "add", ".")
     git(path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", path.name)
@@ -80,6 +81,23 @@ def test_a_slot_mirrors_the_working_tree_and_only_what_git_shows(tmp_path):
     (co / "new.py").write_text("NEW = 22\n")
     assert slots.sync(co, slot) == 1 and (slot / "new.py").read_text() == "NEW = 22\n"
     shutil.rmtree(slot)
+
+
+def test_a_slot_holds_the_builds_own_clone_folder_even_where_it_is_no_repo(tmp_path):
+    """Issue 69 item 1: PyTorch's checkout_nccl() clones only where third_party/nccl does not exist; a folder that
+    is no repo (unpacked from an archive, left by another tool) was not copied into the slot, so the slot's CUDA
+    build cloned it from GitHub, and failed offline."""
+    co = committed_repo(tmp_path / "co", {
+        ".gitignore": "third_party/nccl/\n",
+        "tools/optional_submodules.py": '_checkout_by_tag("https://github.com/NVIDIA/nccl", tag)\n'})
+    nccl = co / "third_party" / "nccl"
+    (nccl / "src").mkdir(parents=True)
+    (nccl / "src" / "nccl.h.in").write_text("#define NCCL_MAJOR 2\n")
+    (nccl / "makefiles").symlink_to(tmp_path, target_is_directory=True)  # a link: listed, never followed
+    slot = slots.slot_path(tmp_path / "cache", co, 1)
+    slots.sync(co, slot)
+    assert (slot / "third_party/nccl/src/nccl.h.in").read_text() == "#define NCCL_MAJOR 2\n"
+    assert (slot / "third_party/nccl/makefiles").is_symlink()
 
 
 def test_a_slot_never_writes_through_a_link_and_follows_deletions_and_new_folders(tmp_path):

@@ -74,8 +74,9 @@ def source_files(slot: Path) -> set[str]:
 
 def tracked_files(root: Path, prefix: str = "") -> list[str]:
     """Paths (relative to the top checkout) of the files git shows in `root`'s working tree: tracked and
-    untracked-but-not-ignored, recursing into submodules (gitlinks) and the git-ignored repos the build clones
-    by itself (third_party/nccl: a slot without them would clone them again, from their real hosts)."""
+    untracked-but-not-ignored, recursing into submodules (gitlinks) and the git-ignored folders the build clones
+    into by itself, repos or not (third_party/nccl: PyTorch's checkout_nccl clones only where the folder does not
+    exist, so a slot without it would clone it again, from its real host)."""
     if not (root / ".git").exists():
         return []
     staged = run(["git", "ls-files", "-z", "--stage"], cwd=root, capture=True, echo=False).stdout
@@ -93,8 +94,21 @@ def tracked_files(root: Path, prefix: str = "") -> list[str]:
     out += [prefix + rel for rel in filter(None, others.split("\0"))
             if prefix or rel.split("/", 1)[0] not in ("build", STATE)]
     for clone in [] if prefix else buildclones.folders(root):  # third_party/nccl: the build's own clones
-        if (root / clone / ".git").exists() and not any(p.startswith(f"{clone}/") for p in out):
-            out += tracked_files(root / clone, f"{clone}/")
+        if (root / clone).is_dir() and not (root / clone).is_symlink() \
+                and not any(p.startswith(f"{clone}/") for p in out):  # the build asks only that it exists
+            out += tracked_files(root / clone, f"{clone}/") if (root / clone / ".git").exists() \
+                else files_under(root, clone)
+    return out
+
+
+def files_under(root: Path, folder: str) -> list[str]:
+    """Every file under `root/folder` (a build-time clone's folder that is no repo: unpacked from an archive, left
+    by another tool), relative to `root`; links are listed, never followed."""
+    out = []
+    for here, dirs, files in os.walk(root / folder):
+        rel = os.path.relpath(here, root)
+        out += [f"{rel}/{name}" for name in files]
+        out += [f"{rel}/{name}" for name in dirs if os.path.islink(os.path.join(here, name))]
     return out
 
 
