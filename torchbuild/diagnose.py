@@ -109,7 +109,8 @@ def unread_set(checkout: Path, names: Iterable[str]) -> None:
                           f"from the shell instead ({unread[0]}=... inv build), which is not checked")
 
 
-READERS = ("*.cmake", "*CMakeLists.txt", "*.py", "*.toml", "*.cfg")  # the files that would read an option
+READERS = ("*.cmake", "*CMakeLists.txt", "*.py", "*.toml", "*.cfg", "*.in")  # the files that would read an option
+# (*.in: a `#cmakedefine` template, a *.cmake.in)
 
 
 def never_read(checkout: Path, names: Iterable[str]) -> list[str]:
@@ -117,10 +118,21 @@ def never_read(checkout: Path, names: Iterable[str]) -> list[str]:
     (its submodules included) names: where the build forwards every USE_*/BUILD_* into CMake's cache
     (scikit-build-core era: cmake/EnvVarForwarding.cmake), CMake never calls one unused, so this asks the
     code that would read it."""
+    return named_nowhere(checkout, [n for n in names if n.startswith(FORWARDED)])
+
+
+def named_nowhere(checkout: Path, names: Iterable[str]) -> list[str]:
+    """The names no file the build reads names: tracked (its submodules too) or not yet added, tools/ and
+    templates included. CMake's "not used" alone is no typo: PyTorch's tools/build_pytorch_libs.py reads
+    BUILD_CUSTOM_STEP, which setup.py also hands CMake."""
     unread = []
-    for name in sorted({n for n in names if n.startswith(FORWARDED) and re.fullmatch(r"[A-Z0-9_]+", n)}):
-        found = run(["git", "grep", "-q", "-F", "-w", "--recurse-submodules", "-e", name, "--", *READERS],
-                    cwd=checkout, capture=True, echo=False, check=False)
-        if found.returncode == 1:  # 0: named somewhere; 128: no git to ask
+    for name in sorted({n for n in names if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n)}):
+        tracked = run(["git", "grep", "-q", "-F", "-w", "--recurse-submodules", "-e", name, "--", *READERS],
+                      cwd=checkout, capture=True, echo=False, check=False)
+        if tracked.returncode != 1:  # 0: named somewhere; 128: no git to ask
+            continue
+        untracked = run(["git", "grep", "-q", "-F", "-w", "--untracked", "-e", name, "--", *READERS],
+                        cwd=checkout, capture=True, echo=False, check=False)
+        if untracked.returncode == 1:
             unread.append(name)
     return unread

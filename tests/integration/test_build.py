@@ -474,3 +474,8 @@ def test_an_option_cmake_does_not_use_is_named_on_the_terminal(small_demo):  # n
     warned = [ln for ln in done.stderr.splitlines() if "CMake did not use" in ln]
     assert len(warned) == 1 and "USE_CUDAA" in warned[0] and "misspelt" in warned[0]
     assert "CMake did not use" not in build(small_demo, "--cuda", "none", "--rerun").stderr
+    # (issue 69 item 4) read by tools/build_pytorch_libs.py alone, or by a file not yet added: no typo
+    (small_demo / "cmake" / "Mine.cmake").write_text('option(USE_MINE "mine, not yet git-added" OFF)\n')
+    ran = small_demo / "custom-step-ran"
+    custom = build(small_demo, "--cuda", "none", "--set", "USE_MINE=1", env={"BUILD_CUSTOM_STEP": f"touch {ran}"})
+    assert ran.exists() and "CMake did not use" not in custom.stderr, custom.stderr

@@ -17,7 +17,7 @@ from typing import IO, Callable, Mapping, Sequence
 
 from .. import console as _console
 from .. import usage
-from ..diagnose import Diagnosis, UnusedVariables, diagnose, never_read
+from ..diagnose import Diagnosis, UnusedVariables, diagnose, named_nowhere, never_read
 from ..digest import digest
 from ..errors import BuildFailed, CommandError
 from ..progress import Tracker
@@ -391,7 +391,8 @@ class Run:
                       evidence=self.verdict.evidence, debug_files=self.verdict.debug_units)
 
     def warn_unused(self) -> None:
-        typos = sorted({*self.unused.given([*dict(self.opts.sets), *self.base_env]),  # --set's: checked before
+        said = self.unused.given([*dict(self.opts.sets), *self.base_env])  # CMake's "not used": named elsewhere?
+        typos = sorted({*named_nowhere(self.plan.checkout, said),
                         *never_read(self.plan.checkout, self.base_env)})  # the shell's USE_*/BUILD_*: after
         if typos:
             _console.get().warn(f"CMake did not use {', '.join(typos)}: no option of the project has that name "
