@@ -63,3 +63,19 @@ def test_sanitize_refuses_what_cannot_be_built_with_one_line(small_demo):  # noq
     bad = build(small_demo, "--cuda", "none", "--sanitize", "memory", check=False)
     assert bad.returncode == 1 and "--sanitize takes address, thread or leak, got 'memory'" in bad.stderr
     assert not (small_demo / "build").exists() and "Traceback" not in bad.output + tsan.output
+
+
+def test_sanitize_where_the_cmake_never_acts_on_the_variable_is_refused_not_a_plain_build(small_demo):  # noqa: F811
+    """Issue 69 item 5: `--sanitize address` where the project's CMake names USE_ASAN but never puts a sanitizer flag
+    on a compile (PyTorch's driver files over a stand-in project: they forward it, as a cache string): the build
+    said ✓ and printed a libasan preload for a plain build."""
+    cmake = small_demo / "CMakeLists.txt"
+    text = cmake.read_text()
+    assert "    add_compile_options(${_san} -fno-omit-frame-pointer)\n" in text
+    cmake.write_text(text.replace("    add_compile_options(${_san} -fno-omit-frame-pointer)\n", ""))
+    done = build(small_demo, "--cuda", "none", "--sanitize", "address", check=False)
+    assert done.returncode == 1 and "Traceback" not in done.output, done.output
+    assert "--sanitize address: no unit of" in done.stderr and "does not read USE_ASAN" in done.stderr
+    assert "LD_PRELOAD" not in done.stderr and "use it:" not in done.stderr and "✓ build" not in done.stderr
+    cmake.write_text(text)
+    assert "use it: LD_PRELOAD=" in build(small_demo, "--cuda", "none", "--sanitize", "address").stderr

@@ -87,3 +87,4 @@ def test_a_setuptools_scm_version_is_the_backends_after_an_edit_or_a_commit_buil
     again = build(skproject, "--cuda", "none")
     assert "the whole way through pip" in again.stderr and "reads SKBUILD_PROJECT_VERSION" in again.stderr
     assert installed_version() == scm_says(skproject)
+

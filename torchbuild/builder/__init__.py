@@ -21,6 +21,7 @@ from .. import console as _console
 from ..config import Config
 from ..errors import TorchbuildError
 from ..run import format_command
+from ..toolchain import sanitizers
 from . import against
 from .execute import BuildResult, execute
 from .explain import confirmed, could_take, explain
@@ -63,10 +64,10 @@ def build(cfg: Config, request: BuildRequest, base_env: Mapping[str, str]) -> Ou
         for line in [*describe(plan, base_env), *described(plan, decide(plan, request, base_env), base_env)]:
             con.result(line)
         return Outcome(plan, None)
-    with con.timed(f"build {plan.key}"):
+    with con.timed(f"build {plan.key}"):  # its ✓ only once what the build owes is checked too
         outcome = Outcome(plan, execute(plan, request, base_env))
-    up_to_date = bool(outcome.result and outcome.result.up_to_date)
-    after_build(plan, up_to_date)
+        up_to_date = bool(outcome.result and outcome.result.up_to_date)
+        after_build(plan, up_to_date)
     for line in [] if up_to_date else enforce_budget(plan.checkout, cfg.trees.max_gb, cfg.trees.keep_recent_hours):
         con.info(line)  # an up-to-date build grew no tree
     return outcome
@@ -89,10 +90,28 @@ def after_build(plan: Plan, up_to_date: bool) -> None:
                 "set (many decide by torch.cuda.is_available() alone, false without a GPU)",
                 "build it for CPU with --cuda none, or make its setup.py build the CUDA sources where CUDA_HOME "
                 "is set (TORCH_CUDA_ARCH_LIST names the archs)")
+    sanitizer = sanitizers.of_key(plan.key)
+    if sanitizer is not None:
+        unsanitized(plan, sanitizer)
     if plan.env.name is not None and not plan.wheel and not up_to_date and plan.driver and plan.driver.pytorch():
         dist = against.installed_dist(plan.env.prefix, plan.checkout)
         if dist:
             against.protect(plan.env.python, *dist)
+
+
+def unsanitized(plan: Plan, sanitizer: sanitizers.Sanitizer) -> None:
+    """--sanitize: the tree's compile edges (build.ninja's FLAGS) carry `-fsanitize=<kind>`, or the build is no
+    sanitizer build, whatever it was asked: said before a ✓ or a preload, where the project's CMake never reads
+    the variable (it only sits in CMake's cache)."""
+    from .debugfiles import units
+
+    flags = [u.flags for u in units(plan.checkout, [plan.checkout / "build"])]
+    if flags and not any(sanitizers.carries(f, sanitizer) for f in flags):
+        raise TorchbuildError(f"--sanitize {sanitizer.kind}: no unit of {plan.key} was compiled with -fsanitize="
+                              f"{sanitizer.kind}: the project's CMake does not read {sanitizer.variable} (PyTorch's "
+                              "CMakeLists.txt does), so the tree holds a plain build",
+                              f"build without --sanitize, or give the flag yourself: --set CFLAGS=-fsanitize="
+                              f"{sanitizer.kind} --set CXXFLAGS=-fsanitize={sanitizer.kind}")
 
 
 def described(plan: Plan, verdict: Verdict, base_env: Mapping[str, str]) -> list[str]:

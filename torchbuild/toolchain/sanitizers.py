@@ -63,6 +63,12 @@ def runtime_path(sanitizer: Sanitizer, env: Mapping[str, str]) -> str:
     return path
 
 
+def carries(flags: str, sanitizer: Sanitizer) -> bool:
+    """Whether a compile's flags turn the sanitizer on (`-fsanitize=address,undefined` counts for address)."""
+    return any(sanitizer.kind in word[len("-fsanitize="):].split(",") for word in flags.split()
+               if word.startswith("-fsanitize="))
+
+
 def run_env(sanitizer: Sanitizer, runtime: str) -> dict[str, str]:
     """What an interpreter needs to import the configuration: its runtime preloaded, and its options."""
     return {"LD_PRELOAD": runtime, **sanitizer.options}
