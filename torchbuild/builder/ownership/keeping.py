@@ -4,7 +4,7 @@
              (allocated blocks, each inode once, no link followed), when it was last built and last used
     decide   over_budget() and chosen() are pure: which kept trees go, least recently used first, never the
              current one, never one used within the recent hours
-    act      trees.enforce() and trees.drop(): each tree through trees.clean, which renames a kept tree out of the
+    act      trees.enforce(): each tree it drops through trees.clean, which renames a kept tree out of the
              configurations' names before it deletes it (a kill halfway leaves `.removing-*`, never a half tree a
              switch brings back)
 

@@ -248,15 +248,6 @@ def clean(checkout: Path, all_trees: bool = False, key: str | None = None, dry_r
     return removed, kept
 
 
-def drop(checkout: Path, going: Sequence[keeping.Kept]) -> int:
-    """Remove these kept trees (trees.clean, under the caller's build lock); the bytes freed."""
-    freed = 0
-    for tree in going:
-        removed, _ = clean(checkout, key=tree.key, locked=False, missing_ok=True, unmap_install=False)
-        freed += sum(gone[1] for gone in removed)
-    return freed
-
-
 def cannot_exceed(checkout: Path, budget: int) -> bool:
     """Whether the trees fit the budget without measuring them: the disks that hold them use less than it
     (a default budget, half the disk, on a disk less than half full: no walk after each build)."""
@@ -282,7 +273,8 @@ def enforce(checkout: Path, max_gb: float | None, recent_hours: float) -> list[s
         now = time.time()
         kept = keeping.configurations(checkout, now=now)
         going = keeping.over_budget(kept, budget, recent_hours * 3600, now)
-        drop(checkout, going)
+        for tree in going:
+            clean(checkout, key=tree.key, locked=False, missing_ok=True, unmap_install=False)
     lines = [f"dropped the kept tree of {tree.key} ({keeping.shown(tree.bytes)}, last used "
              f"{keeping.ago(tree.used, now)}) to fit trees.max_gb ({keeping.shown(budget)}): its next build starts "
              "from nothing, its units from the compiler cache" for tree in going]
