@@ -199,3 +199,11 @@ def test_a_pip_constraint_excluding_the_checkouts_version_is_named_before_any_en
     assert not (tmp_path / "envs").exists() or list((tmp_path / "envs").iterdir()) == []
     lifted = build(small_demo, "--cuda", "none", "--dry-run", "--set", f"PIP_CONSTRAINT={os.devnull}")
     assert "pip's constraint" not in lifted.output
+    # (issue 69 item 7) lifted for one build: the env pins its torch, carrying the machine's cap; a later build
+    # that runs pip says so before it starts, not inside pip's resolver; one that does not run pip is not refused
+    build(small_demo, "--cuda", "none", env={"PIP_CONSTRAINT": os.devnull})
+    assert "up to date" in build(small_demo, "--cuda", "none").stderr
+    later = build(small_demo, "--cuda", "none", "--rerun", check=False)
+    assert later.returncode != 0 and "Traceback" not in later.output and "ResolutionImpossible" not in later.output
+    assert "pip's constraint 'minitorch<=2.0.1' (" in later.stderr and "in this build; nothing was built" in \
+        later.stderr, later.stderr

@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Callable, Mapping, Sequence
 
+from .. import compat, usage
 from .. import console as _console
-from .. import usage
 from ..diagnose import Diagnosis, UnusedVariables, diagnose, named_nowhere, never_read
 from ..digest import digest
 from ..errors import BuildFailed, CommandError
@@ -27,6 +27,7 @@ from . import against, debugfiles, evidence, history, inplace, pools, profile, r
 from .budget import job_slots, shim_waits
 from .cachestats import miss_reasons, parse_sccache_stats, parse_stats_log
 from .explain import remember, tree_kinds
+from .facts import pip_capped
 from .leftovers import BUILD_ID, finished, mark_running, stop_leftovers
 from .linkertrial import linker_trial
 from .ownership import channels, cmaketrees, moves
@@ -90,6 +91,9 @@ def execute(plan: Plan, opts: BuildRequest, base_env: Mapping[str, str]) -> Buil
         plan = with_remedies(plan, state.remedies)
         verdict = decide_tree(plan, state, opts, base_env)
         result.verdict = verdict
+        if verdict.way is Way.WHOLE_WAY and plan.driver and plan.driver.pytorch():  # pip runs, with these caps
+            pip_capped(compat.distribution_name(plan.checkout), plan.checkout, plan.env.prefix,
+                       merged_env(base_env, plan.changes), "in this build; nothing was built")
         prepare(verdict, plan.checkout)
         if verdict.way is Way.UP_TO_DATE:
             result.seconds, result.up_to_date = time.monotonic() - start, True

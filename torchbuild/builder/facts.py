@@ -190,20 +190,27 @@ def torch_folder(checkout: Path, prefix: Path, torch: TorchConfiguration | None,
 
 def check_pip_constraints(cfg: Config, checkout: Path, choice: EnvChoice, env: Mapping[str, str]) -> None:
     """A PyTorch checkout whose version the constraints pip applies exclude (a machine's `torch<=2.14.1`
-    against 2.15.0a0) is refused before its env is made: pip would refuse its install only after."""
+    against 2.15.0a0) is refused before its env is made: pip would refuse its install only after. Once the env
+    pins its torch, each build that runs pip asks again (`pip_capped`), with the constraints it passes."""
+    pins = choice.prefix / against.CONSTRAINTS
+    if pins.is_file() and not env.get("PIP_CONSTRAINT"):  # torchbuild's own pins replace them: see pip_capped
+        return
+    pip_capped(cfg.nightly.package or compat.distribution_name(checkout), checkout, choice.prefix, env,
+               "once the env is made; nothing was made")
+
+
+def pip_capped(name: str, checkout: Path, prefix: Path, env: Mapping[str, str], when: str) -> None:
+    """One line where the constraints pip applies under `env` in the env at `prefix` exclude the checkout's
+    version of `name`."""
     from ..envs import pipconfig
 
     version = compat.checkout_version(checkout)
-    pins = choice.prefix / against.CONSTRAINTS
-    if not version or pins.is_file() and not env.get("PIP_CONSTRAINT"):  # torchbuild's own pins replace them
-        return
-    name = cfg.nightly.package or compat.distribution_name(checkout)
-    found = pipconfig.cap(name, version, env, choice.prefix)
+    found = pipconfig.cap(name, version, env, prefix) if version else None
     if found:
         line, path, where = found
         raise TorchbuildError(
             f"pip's constraint {line!r} ({path}, from {where}) excludes {name} {version}, this checkout's version: "
-            "pip would refuse its install once the env is made; nothing was made",
+            f"pip would refuse its install {when}",
             f"lift it for torchbuild's builds (build.env: {{PIP_CONSTRAINT: {os.devnull}}} in torchbuild.yaml, or a "
             f"copy of {path} without that line), or remove the line from {path}")
 
