@@ -88,3 +88,22 @@ def test_a_setuptools_scm_version_is_the_backends_after_an_edit_or_a_commit_buil
     assert "the whole way through pip" in again.stderr and "reads SKBUILD_PROJECT_VERSION" in again.stderr
     assert installed_version() == scm_says(skproject)
 
+
+
+@pytest.mark.slow
+def test_an_unnormalized_setuptools_scm_version_is_restamped_as_pip_writes_it(skproject):
+    """Issue 69 item 8: setuptools-scm with `normalize = false` says `2.0.0-Beta2.post1.dev1+g...`; the loop's
+    re-stamp wrote that into METADATA, where pip writes `2.0.0b2.post1.dev1+g...`."""
+    from packaging.version import Version
+
+    edit(skproject / "pyproject.toml", "[tool.setuptools_scm]\n", "[tool.setuptools_scm]\nnormalize = false\n")
+    git(skproject, "commit", "-qam", "versions as the tags say them")
+    git(skproject, "tag", "v2.0.0-Beta2")
+    build(skproject, "--cuda", "none")
+    edit(skproject / "src/core/unit_01.cpp", "(n / 2)", "(n / 3)")
+    git(skproject, "commit", "-qam", "a third of n")
+    raw = scm_says(skproject)
+    assert raw != str(Version(raw)), raw  # what setuptools-scm says is not what pip writes
+    loop = build(skproject, "--cuda", "none")
+    assert "verdict: shortcut" in loop.stderr and installed_version() == str(Version(raw))
+    assert UP_TO_DATE in build(skproject, "--cuda", "none").stderr

@@ -287,6 +287,7 @@ def static_version(checkout: Path, package: str, version: str | None) -> str | N
 def restamp(record: Path, version: str) -> Path:
     """The editable install's dist-info saying `version` (METADATA, the folder's name, RECORD's lines and the
     METADATA's hash), as pip's install of this commit writes it; its RECORD's new path."""
+    version = pep440(version)
     info = record.parent
     old = metadata_version(record)
     if old is None or old == version:
@@ -310,6 +311,18 @@ def restamp(record: Path, version: str) -> Path:
     temp.replace(moved / "METADATA")
     write_record(moved / "RECORD", rows)
     return moved / "RECORD"
+
+
+def pep440(version: str) -> str:
+    """A version as pip writes it into METADATA and the dist-info's name: normalized (setuptools-scm with
+    `normalize = false` says `v2.0.0-Beta2.dev1+g1a2b3c4`, pip `2.0.0b2.dev1+g1a2b3c4`); as given where it is
+    no PEP 440 version."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return str(Version(version))
+    except InvalidVersion:
+        return version
 
 
 def with_commits(checkout: Path, marker: Record, committed: list[str]) -> Record:

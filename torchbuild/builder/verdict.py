@@ -350,10 +350,10 @@ def versioned(plan: Plan, state: State, found: Verdict, base_env: Mapping[str, s
     if why is not None or isinstance(got, str):
         return replace(found, way=Way.WHOLE_WAY, through="through pip", why=why or "", commands=whole_commands(plan))
     recorded = shortcut.metadata_version(record)
-    if recorded == got.version:
+    if recorded == shortcut.pep440(got.version):  # pip's METADATA holds it normalized
         return found
-    said = f"the version is setuptools-scm's: {got.version} now, {recorded} in the install; the build writes its " \
-        "version files and re-stamps the install's metadata with it, as pip's build does"
+    said = f"the version is setuptools-scm's: {shortcut.pep440(got.version)} now, {recorded} in the install; the " \
+        "build writes its version files and re-stamps the install's metadata with it, as pip's build does"
     return replace(found, said=(*found.said, said), version=got)
 
 
