@@ -46,3 +46,28 @@ def test_a_copy_leaves_out_what_was_installed_from_urls_files_and_folders_and_an
                      "other.py", "other-2.0.dist-info"}
     (site / "mine.egg-link").write_text("/co\n.\n")  # a path entry no RECORD names: no copy
     assert local_installs(tmp_path / "env") is None
+
+
+def test_a_nightly_places_only_the_files_git_ignores(tmp_path):
+    """Issue 68 finding 8: a nightly placed non-.py files that git does not ignore (a source folder's data file in
+    the wheel) into the checkout, where `git status` then listed them."""
+    import subprocess
+    import zipfile
+
+    from torchbuild.nightly.place import place
+
+    co = tmp_path / "co"
+    (co / "pkg" / "data").mkdir(parents=True)
+    (co / "pkg" / "__init__.py").write_text("")
+    (co / ".gitignore").write_text("/pkg/lib/\n/pkg/version.py\n")
+    for args in (["init", "-q"], ["add", "."], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "co"]):
+        subprocess.run(["git", *args], cwd=co, check=True, capture_output=True)
+    wheel = tmp_path / "pkg-1.0-cp311-cp311-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for name in ("pkg/__init__.py", "pkg/lib/libc10.so", "pkg/version.py", "pkg/data/schema.json",
+                     "pkg/removed_since.py"):
+            zf.writestr(name, f"{name}\n")
+    placed = place(co, wheel, tmp_path / "aside", "pkg")
+    assert sorted(placed.files) == ["pkg/lib/libc10.so", "pkg/version.py"]
+    assert not (co / "pkg" / "data" / "schema.json").exists() and not (co / "pkg" / "removed_since.py").exists()
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=co, capture_output=True, text=True).stdout == ""

@@ -1,10 +1,10 @@
 """A nightly wheel's compiled outputs into the checkout, and the env made to import the checkout.
 
 What goes in: the wheel's files under the package's folder (torch/) that the checkout does not
-track (tools/nightly.py's list, generalised: `torch/*.so`, `torch/lib`, `torch/include`, `torch/bin`,
-the `.pyi` files git does not track, `torch/version.py`, the generated test files). Never a file
-the checkout tracks; never a .py file git does not ignore (the wheel's copy of a module the checkout
-has since removed or moved); never over a file of the user's own that git does not ignore.
+track and ignores (tools/nightly.py's list, generalised: `torch/*.so`, `torch/lib`, `torch/include`, `torch/bin`,
+the generated `.pyi` files, `torch/version.py`: what PyTorch's .gitignore names as the build's). Never a file
+the checkout tracks; never one git does not ignore (the wheel's copy of a module the checkout has since removed
+or moved, a data file of a source folder: `git status` would list it); never over a file of the user's own.
 """
 
 from __future__ import annotations
@@ -62,8 +62,7 @@ def place(checkout: Path, wheel: Path, aside: Path, package: str) -> Placed:
     tracked = _listed(checkout, ["git", "ls-files", "-z", "--", *folders])
     untracked = [m.filename for m in members if m.filename not in tracked]
     ignored = _listed(checkout, ["git", "check-ignore", "-z", "--stdin"], untracked) if untracked else set()
-    wanted = [info for info in members if not (info.filename in tracked or (checkout / info.filename).is_dir() or (
-        info.filename not in ignored and (info.filename.endswith(".py") or (checkout / info.filename).exists())))]
+    wanted = [info for info in members if info.filename in ignored and not (checkout / info.filename).is_dir()]
     linked = next((info.filename for info in wanted if not within(checkout / info.filename, checkout)), None)
     if linked:
         link = next(p for p in (checkout / linked).parents if p.is_symlink())
