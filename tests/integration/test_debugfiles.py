@@ -4,6 +4,7 @@ libraries relinked and installed, nothing configured; the next plain build puts 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import small_demo  # noqa: F401
-from ..helpers import UP_TO_DATE, build, checksum, imported, inv
+from ..helpers import UP_TO_DATE, build, checksum, imported, inv, last_log
 
 UNIT = "c10/core/unit_01.cpp"
 
@@ -47,6 +48,8 @@ def debug_files_round_trip(co: Path) -> None:
     assert "1 unit(s) compiled again with -O0 -g" in planned and "verdict: shortcut" in planned, planned
     done = build(co, "--cuda", "none", "--debug-files", UNIT)
     assert "1 compile step(s)" in done.stderr, done.stderr
+    ran = re.findall(r"(?m)^\[\d+/\d+\] (?:Building|Linking) ", last_log(co))  # the unit and what holds it
+    assert f"ninja would run {len(ran)} step(s), 1 of them compile step(s)" in planned and len(ran) > 2, planned
     assert f"debug info (--debug-files) in {UNIT}; break in them: gdb" in done.stderr
     assert f"break {UNIT}:" in done.stderr  # a line the object's line table maps
     assert f'"debug_files": [\n    "{UNIT}"' in inv("build", "--path", str(co), "--record", check=True).stdout

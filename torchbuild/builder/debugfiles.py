@@ -170,12 +170,22 @@ def apply(checkout: Path, changes: Sequence[Edit]) -> None:
     """Rewrite the edges' FLAGS lines (`ninja`: relative to the checkout), each build.ninja whole or not at all
     (a temporary file, then a rename; its time kept: no check that compares build.ninja's time with CMake's
     inputs reads the edit as a configure)."""
+    for name, text in rewritten(checkout, changes).items():
+        ninja = checkout / name
+        tmp = ninja.with_name(f".{ninja.name}.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.utime(tmp, ns=(ninja.stat().st_atime_ns, ninja.stat().st_mtime_ns))
+        tmp.replace(ninja)
+
+
+def rewritten(checkout: Path, changes: Sequence[Edit]) -> dict[str, str]:
+    """Each build.ninja the edits touch (relative to the checkout), as it reads with them made."""
     by_file: dict[str, dict[str, Edit]] = {}
     for e in changes:
         by_file.setdefault(e.ninja, {})[e.output] = e
+    out = {}
     for name, mine in by_file.items():
-        ninja = checkout / name
-        lines = ninja.read_text(errors="replace").splitlines(keepends=True)
+        lines = (checkout / name).read_text(errors="replace").splitlines(keepends=True)
         edge = None
         for i, line in enumerate(lines):
             start = COMPILE_EDGE.match(line)
@@ -186,10 +196,8 @@ def apply(checkout: Path, changes: Sequence[Edit]) -> None:
                 edge = None
             elif not line.startswith("  "):
                 edge = None
-        tmp = ninja.with_name(f".{ninja.name}.{os.getpid()}.tmp")
-        tmp.write_text("".join(lines))
-        os.utime(tmp, ns=(ninja.stat().st_atime_ns, ninja.stat().st_mtime_ns))
-        tmp.replace(ninja)
+        out[name] = "".join(lines)
+    return out
 
 
 def breakpoints(checkout: Path, units: Mapping[str, Sequence[str]], limit: int = 3) -> list[str]:

@@ -37,6 +37,7 @@ from .ownership.trees import trees_dir
 from .ownership.uptodate import (
     NinjaWork,
     ahead,
+    dry_run_of,
     env_install_dir,
     forget_ahead,
     installed,
@@ -245,14 +246,33 @@ def debugged(plan: Plan, state: State, request: BuildRequest, found: Verdict, ba
             raise TorchbuildError(f"--debug-files: {refused}", "run `inv build` with the same options first, "
                                                                "then --debug-files")
     if not edits or debug.way is not Way.UP_TO_DATE:
-        return unstripped(debug) if keep else debug
+        return edited_work(plan, unstripped(debug) if keep else debug, base_env)
     ran = quick(plan, state, replace(debug, way=Way.WHOLE_WAY), base_env)
     if ran.way is not Way.SHORTCUT:
         if request.debug_files:
             raise TorchbuildError(f"--debug-files: ninja cannot rebuild the tree on its own here ({ran.why})",
                                   "run `inv build` first, then --debug-files")
         return ran
-    return unstripped(replace(ran, why="only build.ninja's FLAGS of the units changed: " + ran.why.partition(": ")[2]))
+    return edited_work(plan, unstripped(replace(ran, why="only build.ninja's FLAGS of the units changed: "
+                                                + ran.why.partition(": ")[2])), base_env)
+
+
+def edited_work(plan: Plan, found: Verdict, base_env: Mapping[str, str]) -> Verdict:
+    """The steps ninja runs once --debug-files' FLAGS are written: the units' compiles, the links that hold them,
+    what always runs (ninja's dry run of build.ninja as it stands sees none of them); as it stands where it
+    cannot be asked."""
+    if not found.debug_edits or found.work is None:
+        return found
+    steps = list(found.work.steps)
+    path = str(plan.changes.get("PATH") or base_env.get("PATH", ""))
+    for name, text in debugfiles.rewritten(plan.checkout, found.debug_edits).items():
+        tree = (plan.checkout / name).parent
+        ninja = cmaketrees.ninja_of(tree, path)
+        more = dry_run_of(ninja, tree, text) if ninja else None
+        if more is None:
+            return found
+        steps += [step for step in more if step not in steps]
+    return replace(found, work=replace(found.work, steps=tuple(steps)))
 
 
 def listed(names: list[str], most: int = 4) -> str:

@@ -259,6 +259,17 @@ def past_regeneration_result(ninja: str, build: Path) -> Result:
         return dry_run_result(ninja, build, str(manifest))
 
 
+def dry_run_of(ninja: str, build: Path, text: str) -> list[str] | None:
+    """The steps `ninja -n` would run in the tree were its build.ninja `text` (--debug-files' FLAGS before they
+    are written): through a manifest outside the tree, which no edge makes, so nothing regenerates."""
+    with tempfile.TemporaryDirectory(prefix="tb-edited-") as tmp:
+        manifest = Path(tmp) / "edited.ninja"
+        manifest.write_text(text)
+        asked = explained(dry_run_result(ninja, build, str(manifest)))
+    return None if asked is None else [s.split()[-1] for s in asked[1] if s.split() and not s.startswith(
+        ("Regenerating", "No work", "Re-running CMake", "Re-checking globbed"))]
+
+
 GLOB_CHECK = re.compile(r"CMakeFiles/(?:VerifyGlobs\.cmake_force|cmake\.verify_globs)\b")
 
 
