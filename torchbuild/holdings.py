@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from .bisection.worktree import home as bisect_home
 from .bisection.worktree import read_state
 from .bisection.worktree import remove as remove_worktree
 from .builder.ownership import keeping
@@ -105,7 +104,7 @@ def slots(cfg: Config, usage: Usage, now: float) -> list[Holding]:
 
 
 def bisection(checkout: Path, usage: Usage) -> Holding | None:
-    place = bisect_home(checkout)
+    place = checkout / STATE / "bisect"  # bisection.worktree.home's, which makes .torchbuild/ where it asks: a look
     if not place.is_dir() or place.is_symlink():
         return None
     state = finished(place)
