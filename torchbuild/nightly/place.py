@@ -61,14 +61,15 @@ def place(checkout: Path, wheel: Path, aside: Path, package: str) -> Placed:
     refuse_unsafe(wheel, members)
     tracked = _listed(checkout, ["git", "ls-files", "-z", "--", *folders])
     untracked = [m.filename for m in members if m.filename not in tracked]
-    ignored = _listed(checkout, ["git", "check-ignore", "-z", "--stdin"], untracked) if untracked else set()
-    wanted = [info for info in members if info.filename in ignored and not (checkout / info.filename).is_dir()]
-    linked = next((info.filename for info in wanted if not within(checkout / info.filename, checkout)), None)
+    linked = next((name for name in untracked if not within(checkout / name, checkout)), None)  # git cannot
+    # say whether it ignores a path behind a link: refused before it is asked
     if linked:
         link = next(p for p in (checkout / linked).parents if p.is_symlink())
         raise TorchbuildError(f"{link.relative_to(checkout)} is a link to {os.path.realpath(link)}: the nightly's "
                               f"files ({linked}) would be written outside the checkout", "replace the link by a folder "
                               "(or remove it), then run `inv nightly` again; nothing was placed")
+    ignored = _listed(checkout, ["git", "check-ignore", "-z", "--stdin"], untracked) if untracked else set()
+    wanted = [info for info in members if info.filename in ignored and not (checkout / info.filename).is_dir()]
     placed: dict[str, list[int]] = {}
     moved: list[str] = []
     try:
