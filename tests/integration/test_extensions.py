@@ -39,6 +39,10 @@ def test_extensions_setuptools_compiles_keep_their_objects_per_configuration(tmp
     assert list((co / "build/temp.torchbuild").rglob("main.d"))
     noop, said = build()
     assert "up to date: no input its compiler's depfiles name is newer" in noop and said == "3 True True"
+    monkeypatch.setenv("TORCHBUILD_PATHS_CACHE_DIR", str(tmp_path / "moved-cache"))  # the launchers' folder moved
+    moved, said = build()  # (issue 69 item 16) no CMake here: nothing to configure again, nothing to recompile
+    assert "up to date" in moved and "reconfiguring" not in moved and said == "3 True True", moved
+    monkeypatch.delenv("TORCHBUILD_PATHS_CACHE_DIR")
     (co / "src/value.h").write_text("#define VALUE 13\n")
     edited, said = build()
     assert "in-place build" in edited and said == "13 True True"

@@ -154,7 +154,8 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
     if opts.sanitize:
         changes[sanitizers.named(opts.sanitize).variable] = "1"  # PyTorch's CMake reads it (both drivers forward it)
     full = merged_env(base_env, changes)  # the shell's BUILD_*/USE_*/CMAKE_*, CC, CXXFLAGS... count too
-    configure = configure_of(full, opts, env)
+    in_place = driver.in_place(str(env.python))
+    configure = configure_of(full, opts, env, cmake=not in_place)
     inputs = {**configure, **{k: v for k, v in full.items() if k.startswith(OUTPUT_PREFIXES) or k in set_here}}
     return Plan(checkout, env, toolkit, key, configure, changes, build_command(driver, env, opts.wheel, dist,
                                                                                 opts.build_type),
@@ -163,7 +164,7 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
                 cfg.cache_root / "linkers.json", driver, driver.outputs_in_env and not opts.wheel,
                 driver.env_install(opts.build_type, full), after_install(driver, env, toolkit, opts.wheel, full),
                 driver.forwards_cmake_variables(), memory,
-                () if opts.wheel else driver.in_place(str(env.python)), facts.torch_folder, facts.cache_how,
+                () if opts.wheel else in_place, facts.torch_folder, facts.cache_how,
                 cfg.cache_root / "build-history.json", facts.sanitizer_env)
 
 
@@ -345,10 +346,12 @@ def wheel_version(checkout: Path, toolkit: Toolkit | None, commit: str | None) -
             "PYTORCH_BUILD_NUMBER": "1"}
 
 
-def configure_of(full: Mapping[str, str], opts: BuildRequest, env: EnvChoice) -> dict[str, str]:
+def configure_of(full: Mapping[str, str], opts: BuildRequest, env: EnvChoice, cmake: bool = True
+                 ) -> dict[str, str]:
     """The variables that change what CMake configures, and the interpreter (the core's: none, one for every
-    Python)."""
-    configure = {k: v for k, v in full.items() if affects_configure(k)}
+    Python). Where setuptools compiles the project itself (no CMake: torch-cluster, mmh3), CMAKE_* configure
+    nothing: the compiler cache's launchers among them, whose folder may move without a unit changing."""
+    configure = {k: v for k, v in full.items() if affects_configure(k) and (cmake or not k.startswith("CMAKE_"))}
     if opts.part == "core":
         configure.pop("CMAKE_PREFIX_PATH", None)  # each Python's env differs; the core does not
     else:
