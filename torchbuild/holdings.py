@@ -70,10 +70,7 @@ def survey(cfg: Config) -> Holdings:
 @contextlib.contextmanager
 def slot_free(slot: Path) -> Iterator[bool]:
     """Hold the slot's lock (as `matrix` does while a session uses it) when no one else does; yields whether."""
-    lockfile = slot.with_suffix(".lock")
-    if not lockfile.exists():
-        yield True
-        return
+    lockfile = slot.with_suffix(".lock")  # made if missing, as `matrix` makes it: a matrix starting now waits
     with open(lockfile, "a+") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
