@@ -34,8 +34,10 @@ def test_extensions_setuptools_compiles_keep_their_objects_per_configuration(tmp
 
     first, said = build()
     assert said == "3 True True", first
+    assert "the next build compiles every unit once more, into the kept tree" in first  # (issue 69 item 15)
     second, said = build()
     assert "setuptools' in-place build, keeps the tree, without pip" in second and said == "3 True True"
+    assert "compiles every unit once more" not in second
     assert list((co / "build/temp.torchbuild").rglob("main.d"))
     noop, said = build()
     assert "up to date: no input its compiler's depfiles name is newer" in noop and said == "3 True True"

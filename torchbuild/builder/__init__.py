@@ -23,6 +23,7 @@ from ..errors import TorchbuildError
 from ..run import format_command
 from ..toolchain import sanitizers
 from . import against
+from .drivers.pep517 import KEPT_BUILD_TEMP
 from .execute import BuildResult, execute
 from .explain import confirmed, could_take, explain
 from .facts import BuildFacts, gather
@@ -158,6 +159,10 @@ def report(outcome: Outcome) -> None:
     else:
         preload = "".join(f"{k}={v} " for k, v in plan.run_env.items())  # --sanitize: its runtime first
         con.info(f"use it: {preload}{plan.env.python} -c 'import {result.package}'")
+    if plan.in_place and not (plan.checkout / KEPT_BUILD_TEMP).is_dir():  # pip compiled in a folder it removed
+        con.info(f"pip compiled in a temporary folder it removed: the next build compiles every unit once more, into "
+                 f"the kept tree ({KEPT_BUILD_TEMP}), mostly from the compiler cache; from then on an edit compiles "
+                 "only what it touches")
     debugged = result.verdict.debug_units if result.verdict else {}
     if debugged and not result.wheel:
         from .debugfiles import gdb_command
