@@ -21,6 +21,7 @@ from ..toolchain.cuda import Toolkit
 from ..toolchain.linkers import Linker
 from . import against
 from .drivers import Driver, detect
+from .drivers.pep517 import compiles_extensions
 from .facts import BuildFacts
 from .package import package_name
 from .pools import per_job
@@ -155,7 +156,7 @@ def make_plan(cfg: Config, request: BuildRequest, facts: BuildFacts, base_env: M
         changes[sanitizers.named(opts.sanitize).variable] = "1"  # PyTorch's CMake reads it (both drivers forward it)
     full = merged_env(base_env, changes)  # the shell's BUILD_*/USE_*/CMAKE_*, CC, CXXFLAGS... count too
     in_place = driver.in_place(str(env.python))
-    configure = configure_of(full, opts, env, cmake=not in_place)
+    configure = configure_of(full, opts, env, cmake=not (in_place and compiles_extensions(checkout)))
     inputs = {**configure, **{k: v for k, v in full.items() if k.startswith(OUTPUT_PREFIXES) or k in set_here}}
     return Plan(checkout, env, toolkit, key, configure, changes, build_command(driver, env, opts.wheel, dist,
                                                                                 opts.build_type),
