@@ -141,7 +141,9 @@ def compiler_cache(cfg: Config, usage: Usage) -> Holding | None:
     size = sum(usage.tree(f) for f in folders)
     return Holding("compiler cache", folders[0] if len(folders) == 1 else cfg.cache_root, size,
                    f"bounded by cache.max_size_gb ({cfg.cache.max_size_gb:g} GiB), which the cache keeps itself",
-                   f"CCACHE_DIR={folders[0]} ccache -C (or a lower cache.max_size_gb)")
+                   "; ".join(f"CCACHE_DIR={f} ccache -C" if f.name == "ccache" else
+                             f"rm -r {f} (sccache has no command that empties it)" for f in folders)
+                   + " (or a lower cache.max_size_gb)")
 
 
 # ----------------------------------------------------------------------------- what it says (pure)
